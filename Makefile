@@ -1,0 +1,47 @@
+# agentkit — every target installs what it needs first (`make install` is a no-op when
+# nothing changed: the stamp file is newer than pyproject.toml).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
+
+.PHONY: install lab test test-unit test-notebooks test-browser notebooks bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml jupyter-config/overrides.json
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	mkdir -p $(VENV)/share/jupyter/lab/settings
+	cp jupyter-config/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
+	touch $(STAMP)
+
+## Open JupyterLab on the notebooks: the kit's main job.
+lab: install
+	$(BIN)/jupyter lab --notebook-dir=notebooks
+
+## Unit tests, then strict nbval over every stored notebook.
+test: install
+	$(BIN)/python -m pytest tests notebooks $(NBVAL)
+
+test-unit: install
+	$(BIN)/python -m pytest tests
+
+test-notebooks: install
+	$(BIN)/python -m pytest notebooks $(NBVAL)
+
+## Drive JupyterLab in headless Chromium (needs Debian's `chromium`; .ci/run installs it).
+test-browser: install
+	$(BIN)/python -m pytest tests/browser -m browser -p no:cacheprovider
+
+## Re-execute every notebook in order and store its outputs (run before committing).
+notebooks: install
+	$(BIN)/python tools/run_notebooks.py notebooks
+
+bench: install
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -1,0 +1,166 @@
+"""``invoke_tool``: one attempt through the whole pipeline, in the order of the picture.
+
+    schema check → authorization → concurrency/timeout → handler → redact/truncate → stable error
+
+It never raises for anything a model can send: any name, any arguments value. What reaches
+the model is a small JSON-serialisable dict; what went wrong in detail reaches the
+``agentkit`` logger, with the exception, the tool name and a call id. Only exceptions that
+are not ``Exception`` subclasses (KeyboardInterrupt, SystemExit) propagate, because those are
+the person at the keyboard or the interpreter asking to stop, not the tool failing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import Any
+
+from .authorization import authorize
+from .context import CallContext
+from .errors import ErrorCode, classify_exception, failure
+from .limits import Attempt, run_limited
+from .registry import ToolRegistry, _Entry
+from .render import shape_output
+from .schema import check_arguments
+from .spec import Effect
+
+log = logging.getLogger("agentkit")
+
+_call_numbers = itertools.count(1)
+
+
+def new_call_id() -> str:
+    """A call id that is unique in this process and the same on every fresh run (no randomness:
+    notebooks show these ids and nbval compares them)."""
+    return f"call-{next(_call_numbers):04d}"
+
+
+def invoke_tool(
+    registry: ToolRegistry,
+    name: Any,
+    arguments: Any,
+    context: CallContext | None = None,
+    *,
+    call_id: str | None = None,
+) -> dict[str, Any]:
+    """Run one attempt of a tool call through the boundary and return what the model sees."""
+    result, _ = invoke_attempt(registry, name, arguments, context, call_id=call_id)
+    return result
+
+
+def invoke_attempt(
+    registry: ToolRegistry,
+    name: Any,
+    arguments: Any,
+    context: CallContext | None = None,
+    *,
+    call_id: str | None = None,
+) -> tuple[dict[str, Any], Attempt | None]:
+    """Like :func:`invoke_tool`, and also the :class:`Attempt` when a handler was submitted,
+    so the runner can tell whether the handler ran and whether it is still running."""
+    if context is None:
+        context = CallContext()
+    elif not isinstance(context, CallContext):
+        raise TypeError("context must be a CallContext or None")
+    call_id = call_id or new_call_id()
+    try:
+        return _pipeline(registry, name, arguments, context, call_id)
+    except Exception:  # a bug in the boundary itself must still not reach the model
+        log.exception("%s %s: the boundary failed", call_id, _safe_name(name))
+        return failure(ErrorCode.TOOL_FAILURE), None
+
+
+def preflight(
+    registry: ToolRegistry, name: Any, arguments: Any, context: CallContext, call_id: str
+) -> tuple[_Entry | None, dict[str, Any] | None, dict[str, Any] | None]:
+    """The stages before anything runs: lookup, schema check, authorization.
+
+    Returns ``(entry, checked_arguments, None)`` when the call may run, else
+    ``(entry_or_None, None, failure)``. The runner uses it to refuse a call before it spends
+    budget or builds an idempotency key from arguments that were never valid.
+    """
+    entry = registry.entry(name)
+    if entry is None:
+        log.info("%s %s: unknown tool", call_id, _safe_name(name))
+        return None, None, failure(ErrorCode.UNKNOWN_TOOL)
+    spec = entry.spec
+    checked, refusal = check_arguments(
+        arguments, spec.parameters or {}, entry.validator, spec.max_argument_chars
+    )
+    if refusal is not None:
+        log.info("%s %s: invalid arguments: %s", call_id, spec.name, refusal["detail"])
+        return entry, None, refusal
+    assert checked is not None
+    reason = authorize(spec, checked, context, registry.policies)
+    if reason is not None:
+        log.warning("%s %s: forbidden for %s: %s", call_id, spec.name, context.principal, reason)
+        return entry, None, failure(ErrorCode.FORBIDDEN)
+    return entry, checked, None
+
+
+def _pipeline(
+    registry: ToolRegistry, name: Any, arguments: Any, context: CallContext, call_id: str
+) -> tuple[dict[str, Any], Attempt | None]:
+    entry, checked, refusal = preflight(registry, name, arguments, context, call_id)
+    if refusal is not None:
+        return refusal, None
+    assert entry is not None and checked is not None
+    return execute(registry, entry, checked, call_id)
+
+
+def execute(
+    registry: ToolRegistry, entry: _Entry, checked: dict[str, Any], call_id: str
+) -> tuple[dict[str, Any], Attempt]:
+    """The stages after authorization: limits, handler, redact/truncate, stable error."""
+    spec = entry.spec
+    attempt = Attempt(tool=spec.name, call_id=call_id)
+    status = run_limited(
+        spec.handler,
+        checked,
+        attempt=attempt,
+        timeout=spec.timeout_seconds,
+        slot=entry.slot,
+        on_late_finish=_log_late_finish,
+    )
+    if status == "busy":
+        log.warning("%s %s: busy, no slot within %ss", call_id, spec.name, spec.timeout_seconds)
+        return failure(ErrorCode.BUSY), attempt
+    if status == "timeout":
+        log.warning(
+            "%s %s: no answer within %ss; the handler may still complete",
+            call_id, spec.name, spec.timeout_seconds,
+        )
+        return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=spec.effect is Effect.READ), attempt
+
+    if attempt.error is not None:
+        if not isinstance(attempt.error, Exception):
+            raise attempt.error
+        code = classify_exception(attempt.error)
+        log.error(
+            "%s %s: handler raised %s -> %s",
+            call_id, spec.name, type(attempt.error).__name__, code.value,
+            exc_info=attempt.error,
+        )
+        return failure(code), attempt
+
+    try:
+        shaped = shape_output(
+            attempt.value, spec.max_output_chars, registry.redactor if spec.redact else None
+        )
+    except Exception as exc:
+        log.error("%s %s: result could not be rendered", call_id, spec.name, exc_info=exc)
+        return failure(ErrorCode.TOOL_FAILURE), attempt
+    return shaped, attempt
+
+
+def _log_late_finish(attempt: Attempt) -> None:
+    outcome = "ok" if attempt.error is None else type(attempt.error).__name__
+    log.warning(
+        "%s %s: handler finished after the caller gave up (%s)",
+        attempt.call_id, attempt.tool, outcome,
+    )
+
+
+def _safe_name(name: Any) -> str:
+    text = name if isinstance(name, str) else type(name).__name__
+    return text[:64]

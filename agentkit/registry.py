@@ -1,0 +1,131 @@
+"""The registry: every tool the model may call, each described, limited and handled by one entry.
+
+The model-visible tool list (OpenAI, Anthropic or MCP shape) is generated from the same
+entries that run, so the description a model reads can never drift from the handler and
+policy that answer it. Parameters are derived and validators compiled once, here, at
+registration; nothing about a tool is worked out again per call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .authorization import Policy
+from .render import Redactor
+from .schema import Validator, compile_validator, derive_parameters
+from .spec import Effect, ToolSpec
+
+FORMATS = ("anthropic", "mcp", "openai")
+
+
+@dataclass(frozen=True)
+class _Entry:
+    spec: ToolSpec
+    validator: Validator
+    slot: threading.Semaphore | None
+
+
+class ToolRegistry:
+    """Tools by name. ``redact_patterns`` add to the default secret patterns; ``policies`` are
+    checked for every call (see :mod:`agentkit.authorization`)."""
+
+    def __init__(
+        self,
+        specs: Iterable[ToolSpec] = (),
+        *,
+        redact_patterns: Iterable[str | re.Pattern[str]] = (),
+        policies: Iterable[Policy] = (),
+    ) -> None:
+        self._entries: dict[str, _Entry] = {}
+        self._lock = threading.Lock()
+        self.redactor = Redactor(redact_patterns)
+        self.policies: list[Policy] = list(policies)
+        for spec in specs:
+            self.register(spec)
+
+    def register(self, spec: ToolSpec) -> ToolSpec:
+        """Add a tool; returns the spec as registered (with its parameters filled in)."""
+        if not isinstance(spec, ToolSpec):
+            raise TypeError("register() takes a ToolSpec")
+        if spec.parameters is None:
+            spec = dataclasses.replace(spec, parameters=derive_parameters(spec.handler))
+        validator = compile_validator(spec.parameters)  # type: ignore[arg-type]
+        slot = threading.BoundedSemaphore(spec.max_concurrency) if spec.max_concurrency else None
+        with self._lock:
+            if spec.name in self._entries:
+                raise ValueError("duplicate_tool")
+            self._entries[spec.name] = _Entry(spec, validator, slot)
+        return spec
+
+    def add_policy(self, policy: Policy) -> None:
+        self.policies.append(policy)
+
+    def add_redaction_pattern(self, pattern: str | re.Pattern[str]) -> None:
+        self.redactor.add(pattern)
+
+    def get(self, name: str) -> ToolSpec | None:
+        entry = self._entries.get(name) if isinstance(name, str) else None
+        return entry.spec if entry else None
+
+    def entry(self, name: Any) -> _Entry | None:
+        """The spec with its compiled validator and concurrency slot (for the boundary)."""
+        return self._entries.get(name) if isinstance(name, str) else None
+
+    def names(self) -> list[str]:
+        return list(self._entries)
+
+    def __iter__(self) -> Iterator[ToolSpec]:
+        return iter([e.spec for e in self._entries.values()])
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._entries
+
+    def __repr__(self) -> str:
+        return f"ToolRegistry({self.names()!r})"
+
+    def describe(self, format: str = "openai") -> list[dict[str, Any]]:
+        """The tool list a model is shown, in one provider's shape."""
+        if format not in FORMATS:
+            raise ValueError(f"unknown format {format!r}; choose one of: {', '.join(FORMATS)}")
+        return [_DESCRIBE[format](spec) for spec in self]
+
+
+def _openai(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.parameters,
+        },
+    }
+
+
+def _anthropic(spec: ToolSpec) -> dict[str, Any]:
+    return {"name": spec.name, "description": spec.description, "input_schema": spec.parameters}
+
+
+def _mcp(spec: ToolSpec) -> dict[str, Any]:
+    # Reads are idempotent; reversible writes are made idempotent by the runner's key;
+    # an irreversible write is neither idempotent nor harmless.
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "inputSchema": spec.parameters,
+        "annotations": {
+            "readOnlyHint": spec.effect is Effect.READ,
+            "destructiveHint": spec.effect is Effect.IRREVERSIBLE_WRITE,
+            "idempotentHint": spec.effect is not Effect.IRREVERSIBLE_WRITE,
+        },
+    }
+
+
+_DESCRIBE = {"openai": _openai, "anthropic": _anthropic, "mcp": _mcp}

@@ -1,0 +1,388 @@
+"""The runner: the policy of each side-effect level, above the one-attempt boundary.
+
+The chapter's rule: *a timeout does not prove a write failed.* So
+
+- a **read** may simply be asked again: transient failures, timeouts and ``busy`` are retried
+  up to ``max_attempts`` attempts in all, with jittered backoff;
+- a **reversible write** runs under an idempotency key that names the business intent. A
+  completed key replays its stored result. After a disconnect or a timeout the runner first
+  asks the tool's status lookup whether the write already took effect: done → the receipt is
+  the result; not done → retry with the same key (never beside a timed-out attempt that is
+  still running, whose "not done" proves nothing); unknown, or no lookup → ``outcome_unknown``,
+  and it never rewrites blindly;
+- an **irreversible write** runs nothing on its first call: it returns ``approval_required``,
+  and ``approve(id)`` runs exactly that call once, with no retry.
+
+Every handler attempt and status lookup spends one unit of the task's :class:`Budget`.
+
+The retry loop is written out here rather than borrowed from tenacity or stamina: between
+attempts of a write it must call the status lookup, it must reserve and refund budget units
+per attempt, and it must know whether the last attempt's handler is still running. Those
+libraries retry a function; this loop has to look at what the function left behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .approvals import EXPIRED, PENDING, RUNNING, SETTLED, Approvals
+from .backoff import Backoff
+from .budget import Budget
+from .context import CallContext
+from .errors import ErrorCode, failure
+from .invoke import _safe_name, execute, new_call_id, preflight
+from .limits import Attempt, run_limited
+from .registry import ToolRegistry, _Entry
+from .render import shape_output
+from .spec import Effect
+from .stores import IdempotencyStore, canonical_json, fingerprint_of
+from .trace import Trace, TraceRecord
+
+log = logging.getLogger("agentkit")
+
+_READ_RETRY = {ErrorCode.TRANSIENT_FAILURE.value, ErrorCode.OUTCOME_UNKNOWN.value, ErrorCode.BUSY.value}
+_UNSURE = {ErrorCode.TRANSIENT_FAILURE.value, ErrorCode.OUTCOME_UNKNOWN.value}
+
+
+@dataclass
+class _Call:
+    """One ``call``/``approve`` in progress: what runs, and how many handler attempts it made."""
+
+    call_id: str
+    entry: _Entry
+    arguments: dict[str, Any]
+    number: int = 0  # steps that tried to run the handler (busy ones included)
+    attempts: int = 0  # handler attempts that really started
+
+    @property
+    def spec(self):  # noqa: ANN201 - ToolSpec
+        return self.entry.spec
+
+
+class ToolRunner:
+    """Applies the policy of each tool's effect; the agent loop talks only to a runner.
+
+    ``sleep`` is injected so tests and notebooks never wait on the wall clock (see also
+    :func:`agentkit.set_testing`); ``clock`` (wall time) decides approval expiry.
+    """
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        *,
+        store: Any = None,
+        budget: Budget | None = None,
+        context: CallContext | None = None,
+        sleep: Callable[[float], Any] = time.sleep,
+        approval_ttl_seconds: float = 3600.0,
+        backoff: Backoff | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.registry = registry
+        self.store = store if store is not None else IdempotencyStore()
+        self.budget = budget if budget is not None else Budget()
+        self.context = context if context is not None else CallContext()
+        self.trace = Trace()
+        self.approvals = Approvals(self.store, approval_ttl_seconds, clock)
+        self._sleep = sleep
+        self._backoff = backoff if backoff is not None else Backoff()
+
+    # ------------------------------------------------------------------ public
+
+    def call(self, name: Any, arguments: Any) -> dict[str, Any]:
+        """Run one model tool call under its effect's policy; never raises for model input."""
+        call_id = new_call_id()
+        started = time.monotonic()
+        entry, checked, refusal = preflight(self.registry, name, arguments, self.context, call_id)
+        if refusal is not None:
+            effect = entry.spec.effect.value if entry else ""
+            tool = entry.spec.name if entry else _safe_name(name)
+            self._note(call_id, tool, effect, "refused", 0, refusal["error"], started)
+            return _finish(refusal, 0, False, effect)
+        assert entry is not None and checked is not None
+        call = _Call(call_id, entry, checked)
+        if entry.spec.effect is Effect.READ:
+            return self._read(call)
+        try:
+            key = self._key(call)
+        except Exception:
+            log.exception("%s %s: idempotency_key failed", call_id, entry.spec.name)
+            return _finish(failure(ErrorCode.TOOL_FAILURE), 0, False, entry.spec.effect)
+        if entry.spec.effect is Effect.REVERSIBLE_WRITE:
+            return self._reversible(call, key)
+        return self._ask_approval(call, key)
+
+    def approve(self, approval_id: Any) -> dict[str, Any]:
+        """Run the one call this approval was asked for, once; again returns the same result.
+
+        Only the approver that moves the record from ``pending`` to ``running`` runs it; others
+        get ``in_progress`` until it settles. A record left ``running`` past its lease (its
+        approver died) is recovered through the store: the status lookup decides, or the
+        result is ``outcome_unknown`` — it is never simply run again.
+        """
+        call_id = new_call_id()
+        started = time.monotonic()
+        record = self.approvals.get(approval_id)
+        while True:
+            if record is None or record["state"] == EXPIRED:
+                self._note(call_id, _safe_name(approval_id), "", "approval", 0, "forbidden", started)
+                return _finish(failure(ErrorCode.FORBIDDEN), 0, False, Effect.IRREVERSIBLE_WRITE)
+            if record["state"] == SETTLED:
+                return self._replay_settled(call_id, record, started)
+            entry, checked, refusal = preflight(
+                self.registry, record["tool"], record["arguments"], self.context, call_id
+            )
+            if refusal is not None:  # the tool or the caller's rights changed since the request
+                if record["state"] == PENDING and not self.approvals.move(record, SETTLED, refusal):
+                    record = self.approvals.get(approval_id)
+                    continue
+                self._note(call_id, record["tool"], "irreversible_write", "refused", 0,
+                           refusal["error"], started)
+                return _finish(refusal, 0, False, Effect.IRREVERSIBLE_WRITE)
+            assert entry is not None and checked is not None
+            call = _Call(call_id, entry, checked)
+            if record["state"] == PENDING:
+                running = {"running_until": self.approvals.clock() + self._lease(call)}
+                if self.approvals.move(record, RUNNING, **running):
+                    record = {**record, "state": RUNNING, **running}
+                    break
+                record = self.approvals.get(approval_id)  # somebody else moved it first
+                continue
+            if self.approvals.clock() < record.get("running_until", 0):
+                return _finish(failure(ErrorCode.IN_PROGRESS), 0, False, Effect.IRREVERSIBLE_WRITE)
+            break  # running past its lease: its approver is gone; recover below
+
+        result = self.store.run_once(
+            record["key"],
+            lambda: self._irreversible_attempt(call),
+            record["fingerprint"],
+            recover=self._recoverer(call),
+            lease_seconds=self._lease(call),
+            full_sync=True,
+        )
+        replayed = bool(result.get("replayed"))
+        if replayed:
+            self._note(call_id, call.spec.name, call.spec.effect.value, "replay", 0, "ok", started)
+        if result.get("error") != ErrorCode.IN_PROGRESS.value:
+            settled = {k: v for k, v in result.items() if k != "replayed"}
+            self.approvals.move(record, SETTLED, _finish(settled, call.attempts, False, Effect.IRREVERSIBLE_WRITE))
+        return _finish(result, call.attempts, replayed, Effect.IRREVERSIBLE_WRITE)
+
+    def deny(self, approval_id: Any) -> dict[str, Any]:
+        """Settle a pending approval as ``forbidden``: nothing runs, now or later."""
+        call_id = new_call_id()
+        started = time.monotonic()
+        record = self.approvals.get(approval_id)
+        denied = failure(ErrorCode.FORBIDDEN)
+        while record is not None and record["state"] == PENDING:
+            if self.approvals.move(record, SETTLED, _finish(denied, 0, False, Effect.IRREVERSIBLE_WRITE)):
+                self._note(call_id, record["tool"], "irreversible_write", "approval", 0, "forbidden", started)
+                return _finish(denied, 0, False, Effect.IRREVERSIBLE_WRITE)
+            record = self.approvals.get(approval_id)
+        if record is not None and record["state"] == SETTLED:
+            return self._replay_settled(call_id, record, started)
+        if record is not None and record["state"] == RUNNING:
+            return _finish(failure(ErrorCode.IN_PROGRESS), 0, False, Effect.IRREVERSIBLE_WRITE)
+        return _finish(denied, 0, False, Effect.IRREVERSIBLE_WRITE)
+
+    def pending_approvals(self) -> list[dict[str, Any]]:
+        """Approvals asked for through this runner that still wait for a decision."""
+        return [
+            {k: r[k] for k in ("approval_id", "tool", "arguments", "task_id", "principal")}
+            for r in self.approvals.pending()
+        ]
+
+    # ------------------------------------------------------------------ reads
+
+    def _read(self, call: _Call) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for number in range(1, call.spec.max_attempts + 1):
+            if number > 1:
+                self._pause(number - 1)
+            result, attempt = self._attempt(call)
+            if attempt is None or result["ok"] or result["error"] not in _READ_RETRY:
+                break
+        return _finish(result, call.attempts, False, Effect.READ)
+
+    # ------------------------------------------------------------------ reversible writes
+
+    def _key(self, call: _Call) -> str:
+        spec = call.spec
+        if spec.idempotency_key is not None:
+            return str(spec.idempotency_key(self.context, call.arguments))
+        digest = hashlib.sha256(canonical_json(call.arguments).encode("utf-8")).hexdigest()
+        return f"{self.context.task_id}:{spec.name}:{digest}"
+
+    def _fingerprint(self, call: _Call) -> str:
+        return fingerprint_of({"tool": call.spec.name, "arguments": call.arguments})
+
+    def _reversible(self, call: _Call, key: str) -> dict[str, Any]:
+        started = time.monotonic()
+        result = self.store.run_once(
+            key,
+            lambda: self._write_attempts(call),
+            self._fingerprint(call),
+            recover=self._recoverer(call),
+            lease_seconds=self._lease(call),
+        )
+        replayed = bool(result.get("replayed"))
+        if replayed or (call.number == 0 and not result["ok"]):
+            outcome = "ok" if result["ok"] else result["error"]
+            step = "replay" if replayed else "refused"
+            self._note(call.call_id, call.spec.name, call.spec.effect.value, step, 0, outcome, started)
+        return _finish(result, call.attempts, replayed, Effect.REVERSIBLE_WRITE)
+
+    def _write_attempts(self, call: _Call) -> dict[str, Any]:
+        """Inside the key's claim: attempt, and after any doubt ask before acting again."""
+        max_attempts = call.spec.max_attempts
+        for number in range(1, max_attempts + 1):
+            result, attempt = self._attempt(call)
+            if attempt is None or result["ok"]:
+                return result
+            code = result["error"]
+            if code == ErrorCode.BUSY.value:  # nothing ran: safe to try again
+                if number < max_attempts:
+                    self._pause(number)
+                    continue
+                return result
+            if code not in _UNSURE:
+                return result
+            if call.spec.status_lookup is None:
+                return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
+            self._pause(number)
+            status, receipt = self._lookup(call)
+            if status == "done":
+                return receipt  # type: ignore[return-value]
+            if status == "not_done" and not attempt.running:
+                if number < max_attempts:
+                    continue
+                # Known not done, attempts used up: a plain failure, safe to ask again later.
+                return failure(ErrorCode.TRANSIENT_FAILURE)
+            return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
+        return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)  # not reached
+
+    def _lookup(self, call: _Call) -> tuple[str, dict[str, Any] | None]:
+        """Ask the tool whether the write took effect: ``done`` (with the receipt as an ok
+        result), ``not_done`` or ``unknown``. Spends one budget unit."""
+        spec = call.spec
+        started = time.monotonic()
+        if not self.budget.spend(spec.effect):
+            self._note(call.call_id, spec.name, spec.effect.value, "status_lookup", call.number,
+                       "budget_exhausted", started)
+            return "unknown", None
+        probe = Attempt(tool=spec.name, call_id=call.call_id)
+        status = run_limited(
+            spec.status_lookup, call.arguments, attempt=probe, timeout=spec.timeout_seconds, slot=None
+        )  # type: ignore[arg-type]
+        receipt = None
+        if status != "finished":
+            outcome = "unknown"
+            log.warning("%s %s: status lookup gave no answer in time", call.call_id, spec.name)
+        elif probe.error is not None:
+            if not isinstance(probe.error, Exception):
+                raise probe.error
+            outcome = "unknown"
+            log.error("%s %s: status lookup failed", call.call_id, spec.name, exc_info=probe.error)
+        elif probe.value is None:
+            outcome = "not_done"
+        else:
+            outcome = "done"
+            redactor = self.registry.redactor if spec.redact else None
+            receipt = shape_output(probe.value, spec.max_output_chars, redactor)
+        self._note(call.call_id, spec.name, spec.effect.value, "status_lookup", call.number, outcome, started)
+        return outcome, receipt
+
+    def _recoverer(self, call: _Call) -> Callable[[], dict[str, Any] | None] | None:
+        """For a stale claim (its owner died mid-write): the status lookup decides."""
+        if call.spec.status_lookup is None:
+            return None
+
+        def recover() -> dict[str, Any] | None:
+            status, receipt = self._lookup(call)
+            if status == "unknown":
+                raise RuntimeError("status unknown")
+            return receipt
+
+        return recover
+
+    def _lease(self, call: _Call) -> float:
+        """The claim must outlive the owner's worst case: every attempt, lookup and pause."""
+        spec = call.spec
+        return spec.max_attempts * (2 * spec.timeout_seconds + self._backoff.cap) + spec.timeout_seconds
+
+    # ------------------------------------------------------------------ irreversible writes
+
+    def _ask_approval(self, call: _Call, key: str) -> dict[str, Any]:
+        started = time.monotonic()
+        spec = call.spec
+        record = self.approvals.open(key, self._fingerprint(call), spec.name, call.arguments, self.context)
+        if record["fingerprint"] != self._fingerprint(call):
+            self._note(call.call_id, spec.name, spec.effect.value, "refused", 0,
+                       ErrorCode.IDEMPOTENCY_CONFLICT.value, started)
+            return _finish(failure(ErrorCode.IDEMPOTENCY_CONFLICT), 0, False, spec.effect)
+        if record["state"] == SETTLED:
+            return self._replay_settled(call.call_id, record, started)
+        if record["state"] == RUNNING:
+            return _finish(failure(ErrorCode.IN_PROGRESS), 0, False, spec.effect)
+        self._note(call.call_id, spec.name, spec.effect.value, "approval", 0,
+                   ErrorCode.APPROVAL_REQUIRED.value, started)
+        asked = failure(ErrorCode.APPROVAL_REQUIRED, approval_id=record["approval_id"])
+        return _finish(asked, 0, False, spec.effect)
+
+    def _irreversible_attempt(self, call: _Call) -> dict[str, Any]:
+        result, _ = self._attempt(call)
+        return result if result["ok"] else {**result, "retryable": False}
+
+    def _replay_settled(self, call_id: str, record: dict[str, Any], started: float) -> dict[str, Any]:
+        result = dict(record["result"] or failure(ErrorCode.FORBIDDEN))
+        outcome = "ok" if result.get("ok") else result.get("error", "")
+        self._note(call_id, record["tool"], "irreversible_write", "replay", 0, outcome, started)
+        return _finish(result, 0, True, Effect.IRREVERSIBLE_WRITE)
+
+    # ------------------------------------------------------------------ shared steps
+
+    def _attempt(self, call: _Call) -> tuple[dict[str, Any], Attempt | None]:
+        """One handler attempt through the boundary, paid for from the budget."""
+        spec = call.spec
+        started = time.monotonic()
+        if not self.budget.spend(spec.effect):
+            self._note(call.call_id, spec.name, spec.effect.value, "refused", call.number,
+                       ErrorCode.BUDGET_EXHAUSTED.value, started)
+            return failure(ErrorCode.BUDGET_EXHAUSTED), None
+        call.number += 1
+        result, attempt = execute(self.registry, call.entry, call.arguments, call.call_id)
+        if attempt.handler_ran:
+            call.attempts += 1
+        else:
+            self.budget.refund(spec.effect)
+        outcome = "ok" if result["ok"] else result["error"]
+        self.trace.add(TraceRecord(
+            call.call_id, spec.name, spec.effect.value, "attempt", call.number, outcome,
+            attempt.handler_ran, False, started, time.monotonic(), attempt,
+        ))
+        return result, attempt
+
+    def _pause(self, retry: int) -> None:
+        self._sleep(self._backoff.delay(retry))
+
+    def _note(self, call_id: str, tool: str, effect: str, step: str, number: int,
+              outcome: str, started: float) -> None:
+        self.trace.add(TraceRecord(
+            call_id, tool, effect, step, number, outcome, False, step == "replay",
+            started, time.monotonic(),
+        ))
+
+
+def _finish(result: dict[str, Any], attempts: int, replayed: bool, effect: Effect | str) -> dict[str, Any]:
+    """Stamp ``attempts``/``replayed``; a write whose outcome is unknown is never retryable."""
+    out = {k: v for k, v in result.items() if k not in ("attempts", "replayed")}
+    if effect and Effect(effect).is_write and out.get("error") == ErrorCode.OUTCOME_UNKNOWN.value:
+        out["retryable"] = False
+    out["attempts"] = attempts
+    out["replayed"] = replayed
+    return out

@@ -1,0 +1,224 @@
+"""Schema check: the first stage. Arguments the model sent are checked before anything runs.
+
+Validation path: ``fastjsonschema`` compiles each tool's JSON Schema (draft-07) into a plain
+Python function once, at registration, so the check on every call costs microseconds and
+nothing is parsed per call. It is pure Python with no dependencies and imports in a few
+milliseconds, which keeps ``import agentkit`` light; ``jsonschema`` with its format checkers
+can cost a second at import in a Jupyter environment. pydantic would make us mirror every
+schema as a model class, while tools (and MCP) speak JSON Schema natively.
+
+When a tool gives no schema, one is derived from the handler's signature and type hints:
+a learner writes a typed function and gets the schema the model sees for free.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import types
+import typing
+from collections.abc import Callable
+from typing import Any, Literal, Union
+
+import fastjsonschema
+
+from .errors import ErrorCode, failure
+
+Validator = Callable[[Any], Any]
+
+_SCALARS: dict[Any, dict[str, Any]] = {
+    str: {"type": "string"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    bool: {"type": "boolean"},
+    type(None): {"type": "null"},
+}
+
+
+# ---------------------------------------------------------------- derivation
+
+def derive_parameters(handler: Callable[..., Any]) -> dict[str, Any]:
+    """The JSON Schema of a handler's keyword arguments, from its signature and type hints.
+
+    ``functools.wraps`` wrappers are followed to the function that declares the arguments.
+    Parameters with defaults are optional; no extra properties are allowed unless the
+    handler takes ``**kwargs``.
+    """
+    target = inspect.unwrap(handler)
+    signature = inspect.signature(target)
+    try:
+        hints = typing.get_type_hints(target, include_extras=True)
+    except Exception as exc:  # an unresolvable forward reference is the author's bug
+        raise ValueError(f"cannot resolve the type hints of {target.__qualname__}: {exc}") from None
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    extra_allowed = False
+    for name, param in signature.parameters.items():
+        if param.kind is param.VAR_KEYWORD:
+            extra_allowed = True
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.POSITIONAL_ONLY):
+            raise ValueError(
+                f"parameter {name!r} of {target.__qualname__} cannot be passed by keyword; "
+                "tool handlers take keyword arguments"
+            )
+        prop = type_schema(hints.get(name, Any)) if name in hints else {}
+        if param.default is param.empty:
+            required.append(name)
+        elif _is_json_value(param.default):
+            prop = {**prop, "default": param.default}
+        properties[name] = prop
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    schema["additionalProperties"] = extra_allowed
+    return schema
+
+
+def type_schema(tp: Any) -> dict[str, Any]:
+    """The JSON Schema of one type hint (str, int, float, bool, list[X], dict, Literal, Optional)."""
+    if tp is Any or tp is inspect.Parameter.empty:
+        return {}
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Annotated:
+        inner = type_schema(args[0])
+        notes = [a for a in args[1:] if isinstance(a, str)]
+        return {**inner, "description": " ".join(notes)} if notes else inner
+    if tp in _SCALARS:
+        return dict(_SCALARS[tp])
+    if origin is Literal:
+        return {"enum": list(args)}
+    if origin is Union or (hasattr(types, "UnionType") and origin is types.UnionType):
+        options = [type_schema(a) for a in args]
+        if any(o == {} for o in options):
+            return {}
+        nullable = {"type": "null"} in options
+        rest = [o for o in options if o != {"type": "null"}]
+        if nullable and len(rest) == 1 and isinstance(rest[0].get("type"), str):
+            # Optional[X] as {"type": [X, "null"]}: errors then point inside X (e.g. an item)
+            return {**rest[0], "type": [rest[0]["type"], "null"]}
+        if nullable and len(rest) == 1 and "enum" in rest[0]:
+            return {"enum": [*rest[0]["enum"], None]}
+        return {"anyOf": options}
+    if tp in (list, tuple, set, frozenset) or origin in (list, tuple, set, frozenset, typing.Sequence):
+        schema: dict[str, Any] = {"type": "array"}
+        if args and origin is not tuple:
+            schema["items"] = type_schema(args[0])
+        elif origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+            schema["items"] = type_schema(args[0])
+        return schema
+    if tp is dict or origin in (dict, typing.Mapping):
+        schema = {"type": "object"}
+        if len(args) == 2 and args[1] is not Any:
+            schema["additionalProperties"] = type_schema(args[1])
+        return schema
+    raise ValueError(f"no JSON Schema for type hint {tp!r}; give the spec explicit parameters")
+
+
+def _is_json_value(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- compilation
+
+def compile_validator(schema: dict[str, Any]) -> Validator:
+    """Compile a schema once; a schema that is not valid JSON Schema is refused here."""
+    if not isinstance(schema, dict) or schema.get("type", "object") != "object":
+        raise ValueError("parameters must be a JSON Schema of type 'object'")
+    try:
+        return fastjsonschema.compile(schema)
+    except fastjsonschema.JsonSchemaDefinitionException as exc:
+        raise ValueError(f"parameters is not a valid JSON Schema: {exc}") from None
+
+
+# ---------------------------------------------------------------- the check
+
+def check_arguments(
+    arguments: Any, schema: dict[str, Any], validator: Validator, max_chars: int
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """Return ``(arguments, None)`` when they may reach the handler, else ``(None, failure)``.
+
+    The arguments handed on are a fresh copy decoded from their JSON text: the handler sees
+    exactly what a model could have sent, and the caller's object cannot change under it.
+    """
+    if not isinstance(arguments, dict):
+        return None, _invalid("arguments must be a JSON object")
+    try:
+        text = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return None, _invalid("arguments must hold only JSON values")
+    if len(text) > max_chars:
+        return None, _invalid(f"arguments are {len(text)} characters of JSON; the limit is {max_chars}")
+    decoded = json.loads(text)
+    if decoded != arguments:  # non-str keys, tuples, subclasses that do not round-trip
+        return None, _invalid("arguments must hold only JSON values")
+    try:
+        validator(decoded)
+    except fastjsonschema.JsonSchemaValueException as exc:
+        return None, _invalid(_describe(exc, schema))
+    return decoded, None
+
+
+def _invalid(detail: str) -> dict[str, Any]:
+    return failure(ErrorCode.INVALID_ARGUMENTS, detail=detail)
+
+
+def _describe(exc: fastjsonschema.JsonSchemaValueException, schema: dict[str, Any]) -> str:
+    """A safe sentence naming the field and the rule; never the value the model sent."""
+    known = _property_names(schema)
+    steps = list(exc.path or [])[1:]  # path[0] is fastjsonschema's name for the root
+    field = _field_name(steps, known)
+    rule, definition = exc.rule, exc.rule_definition
+    if rule == "required":
+        present = exc.value if isinstance(exc.value, dict) else {}
+        missing = [r for r in definition if r not in present]
+        names = ", ".join(repr(m) for m in missing) or "a field"
+        where = f" in {field}" if field else ""
+        return f"missing required field {names}{where}"
+    if rule == "additionalProperties":
+        props = sorted((exc.definition or {}).get("properties", {}))
+        allowed = ", ".join(props) if props else "none"
+        where = f" in {field}" if field else ""
+        return f"unexpected field{where}; allowed fields: {allowed}"
+    subject = f"field {field!r}" if field else "arguments"
+    if rule == "type":
+        kinds = definition if isinstance(definition, str) else " or ".join(definition)
+        return f"{subject} must be of type {kinds}"
+    if rule == "enum":
+        return f"{subject} must be one of: {', '.join(json.dumps(v) for v in definition)}"
+    if isinstance(definition, (int, float, str, bool)) and not (
+        isinstance(definition, float) and math.isnan(definition)
+    ):
+        return f"{subject} breaks the rule {rule}={json.dumps(definition)}"
+    return f"{subject} breaks the rule {rule}"
+
+
+def _property_names(schema: Any) -> set[str]:
+    names: set[str] = set()
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key == "properties" and isinstance(value, dict):
+                names.update(value)
+            names |= _property_names(value)
+    elif isinstance(schema, list):
+        for item in schema:
+            names |= _property_names(item)
+    return names
+
+
+def _field_name(steps: list[Any], known: set[str]) -> str:
+    """Dotted path; keys the schema does not name are shown as ``*`` (they are model input)."""
+    out = ""
+    for step in steps:
+        if isinstance(step, int) or (step.isdigit() and step not in known):
+            out += f"[{step}]"
+        else:
+            name = step if step in known else "*"
+            out += f".{name}" if out else name
+    return out

@@ -1,0 +1,52 @@
+"""The project's promises to its users: light import, a sorted public API, conda in step."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import agentkit
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_public_api_is_sorted_and_complete():
+    assert agentkit.__all__ == sorted(agentkit.__all__)
+    for name in agentkit.__all__:
+        assert hasattr(agentkit, name), name
+    for pinned in ["Budget", "CallContext", "Effect", "ErrorCode", "IdempotencyStore",
+                   "SQLiteIdempotencyStore", "ToolRegistry", "ToolRunner", "ToolSpec", "invoke_tool"]:
+        assert pinned in agentkit.__all__
+
+
+def test_import_is_light():
+    code = "import sys, agentkit; print(sorted({'pandas', 'ipywidgets', 'matplotlib', 'jsonschema'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_py_typed_marker_ships():
+    assert (ROOT / "agentkit" / "py.typed").exists()
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[<>=!~\[ ;]", requirement.strip(), maxsplit=1)[0].lower()
+
+
+def test_environment_yml_matches_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = {_name(r) for r in project["dependencies"]}
+    for extra in ("notebooks", "dev"):
+        wanted |= {_name(r) for r in project["optional-dependencies"][extra] if not r.startswith("agentkit")}
+    text = (ROOT / "environment.yml").read_text()
+    listed = {_name(m) for m in re.findall(r"^\s+- ([A-Za-z][\w.-]*[^\n]*)$", text, re.M)}
+    listed -= {"python", "pip", "pip:", "conda-forge"}
+    assert "conda-forge" in text
+    assert wanted == listed, f"only in pyproject: {wanted - listed}; only in environment.yml: {listed - wanted}"
+    assert "- -e ." in text, "environment.yml must install the package itself"

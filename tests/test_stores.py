@@ -1,0 +1,556 @@
+"""Idempotency stores (DESIGN §7): every test counts the operation's real runs.
+
+A result code alone cannot show that a write happened twice, so each test holds a counter
+(or, across processes, a log file on disk) and asserts how often the operation really ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentkit.stores import (
+    IdempotencyStore,
+    SQLiteIdempotencyStore,
+    canonical_json,
+    fingerprint_of,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKER = Path(__file__).with_name("_store_worker.py")
+TINY_TTL = 0.05  # seconds; tests sleep LEASE_PASSES, four times as long, to be robust
+LEASE_PASSES = 0.2
+WAIT = 10.0  # upper bound on every wait for another thread or process
+
+OK = {"ok": True, "data": "written"}
+UNKNOWN = {"ok": False, "error": "outcome_unknown", "retryable": False}
+FAILED = {"ok": False, "error": "tool_failure", "retryable": False}
+
+
+class Op:
+    """A counting operation: returns its results in turn (the last one repeats)."""
+
+    def __init__(self, *results: dict[str, Any], raises: BaseException | None = None) -> None:
+        self.results = list(results) or [OK]
+        self.raises = raises
+        self.calls = 0
+
+    def __call__(self) -> dict[str, Any]:
+        self.calls += 1
+        if self.raises is not None:
+            raise self.raises
+        return dict(self.results[min(self.calls, len(self.results)) - 1])
+
+
+class Lookup:
+    """A counting status lookup: returns ``answer`` or raises it."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.calls = 0
+
+    def __call__(self) -> dict[str, Any] | None:
+        self.calls += 1
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path):
+    """Both stores, same tests: the semantics are one contract."""
+    made: list[Any] = []
+
+    def make(claim_ttl_seconds: float = 300) -> Any:
+        if request.param == "memory":
+            store: Any = IdempotencyStore(claim_ttl_seconds=claim_ttl_seconds)
+        else:
+            store = SQLiteIdempotencyStore(tmp_path / "store.sqlite", claim_ttl_seconds)
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        store.close()
+
+
+@pytest.fixture
+def sqlite_path(tmp_path: Path) -> Path:
+    return tmp_path / "db" / "store.sqlite"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def stale_unknown_claim(store: Any, key: str = "k") -> Op:
+    """Leave a claim whose outcome is unknown, then let its (tiny) lease pass."""
+    op = Op(UNKNOWN)
+    assert store.run_once(key, op, "fp") == UNKNOWN
+    time.sleep(LEASE_PASSES)
+    return op
+
+
+def worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def run_worker(mode: str, db: Path, work: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(WORKER), mode, str(db), "k", str(work), *extra],
+        env=worker_env(), capture_output=True, text=True, timeout=30,
+    )
+
+
+def log_lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+# --------------------------------------------------------------------------- helpers of the runner
+
+
+def test_canonical_json_and_fingerprint_ignore_key_order() -> None:
+    assert canonical_json({"b": 1, "a": "é"}) == '{"a":"é","b":1}'
+    assert fingerprint_of({"a": 1, "b": [1, 2]}) == fingerprint_of({"b": [1, 2], "a": 1})
+    assert fingerprint_of({"a": 1}) != fingerprint_of({"a": 2})
+    assert len(fingerprint_of("x")) == 64
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("ttl", [0, -1, float("nan")])
+def test_claim_ttl_must_be_positive(kind: str, ttl: float, tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        if kind == "memory":
+            IdempotencyStore(claim_ttl_seconds=ttl)
+        else:
+            SQLiteIdempotencyStore(tmp_path / "s.sqlite", claim_ttl_seconds=ttl)
+
+
+# --------------------------------------------------------------------------- completed keys
+
+
+def test_completed_key_replays_and_runs_once(make_store) -> None:
+    store, op = make_store(), Op(OK)
+    assert store.run_once("k", op, "fp") == OK  # a fresh run is returned unchanged
+    again = store.run_once("k", op, "fp")
+    assert again == {**OK, "replayed": True}
+    assert store.run_once("k", op) == {**OK, "replayed": True}  # no fingerprint: no check
+    assert op.calls == 1
+    assert store.result("k") == OK
+    assert store.result("other") is None
+
+
+def test_replay_is_a_fresh_copy(make_store) -> None:
+    store, op = make_store(), Op({"ok": True, "data": {"id": 1}})
+    store.run_once("k", op)
+    store.run_once("k", op)["data"]["id"] = 99
+    assert store.run_once("k", op)["data"] == {"id": 1}
+    assert op.calls == 1
+
+
+def test_other_payload_after_completion_is_a_conflict(make_store) -> None:
+    store, op = make_store(), Op(OK)
+    store.run_once("k", op, "fp-1")
+    result = store.run_once("k", op, "fp-2")
+    assert result == {"ok": False, "error": "idempotency_conflict", "retryable": False}
+    assert op.calls == 1
+
+
+def test_fingerprint_given_for_a_key_stored_without_one_is_a_conflict(make_store) -> None:
+    store, op = make_store(), Op(OK)
+    store.run_once("k", op)
+    assert store.run_once("k", op, "fp")["error"] == "idempotency_conflict"
+    assert op.calls == 1
+
+
+def test_other_payload_while_claimed_is_a_conflict(make_store) -> None:
+    store, op = make_store(), Op(UNKNOWN)
+    store.run_once("k", op, "fp-1")
+    assert store.run_once("k", op, "fp-2")["error"] == "idempotency_conflict"
+    assert store.run_once("k", op, "fp-1") == {"ok": False, "error": "in_progress", "retryable": True}
+    assert op.calls == 1
+
+
+# --------------------------------------------------------------------------- failures and claims
+
+
+def test_failed_operation_leaves_the_key_free(make_store) -> None:
+    store, op = make_store(), Op(FAILED, OK)
+    assert store.run_once("k", op, "fp") == FAILED
+    assert store.result("k") is None  # only ok results are stored
+    assert store.run_once("k", op, "fp") == OK
+    assert op.calls == 2
+
+
+def test_outcome_unknown_keeps_the_claim(make_store) -> None:
+    store, op = make_store(), Op(UNKNOWN, OK)
+    assert store.run_once("k", op, "fp") == UNKNOWN
+    lookup = Lookup(OK)
+    assert store.run_once("k", op, "fp", recover=lookup)["error"] == "in_progress"
+    assert (op.calls, lookup.calls) == (1, 0)  # a live claim is never recovered
+
+
+def test_lease_seconds_extends_the_claim(make_store) -> None:
+    store, op = make_store(TINY_TTL), Op(UNKNOWN)
+    store.run_once("k", op, "fp", lease_seconds=30)
+    time.sleep(LEASE_PASSES)  # past claim_ttl_seconds, well within lease_seconds
+    lookup = Lookup(OK)
+    assert store.run_once("k", op, "fp", recover=lookup)["error"] == "in_progress"
+    assert (op.calls, lookup.calls) == (1, 0)
+
+
+def test_stale_claim_with_receipt_is_settled_without_running(make_store) -> None:
+    store = make_store(TINY_TTL)
+    op = stale_unknown_claim(store)
+    receipt = {"ok": True, "data": "found it"}
+    lookup = Lookup(receipt)
+    assert store.run_once("k", op, "fp", recover=lookup) == receipt
+    assert (op.calls, lookup.calls) == (1, 1)
+    assert store.result("k") == receipt
+    assert store.run_once("k", op, "fp", recover=lookup) == {**receipt, "replayed": True}
+    assert (op.calls, lookup.calls) == (1, 1)
+
+
+def test_stale_claim_not_done_runs_the_operation(make_store) -> None:
+    store = make_store(TINY_TTL)
+    op = stale_unknown_claim(store)
+    op.results = [OK]
+    lookup = Lookup(None)
+    assert store.run_once("k", op, "fp", recover=lookup) == OK
+    assert (op.calls, lookup.calls) == (2, 1)
+    assert store.result("k") == OK
+
+
+@pytest.mark.parametrize("answer", [RuntimeError("lookup down"), {"ok": False, "error": "x"}, "yes"])
+def test_stale_claim_with_unknown_lookup_stays_unknown(make_store, answer: Any) -> None:
+    store = make_store(TINY_TTL)
+    op = stale_unknown_claim(store)
+    lookup = Lookup(answer)
+    expected = {"ok": False, "error": "outcome_unknown", "retryable": False}
+    assert store.run_once("k", op, "fp", recover=lookup) == expected
+    # The claim stays, and is still stale: the next caller asks the lookup again.
+    assert store.run_once("k", op, "fp", recover=lookup) == expected
+    assert (op.calls, lookup.calls) == (1, 2)
+    assert store.result("k") is None
+
+
+def test_stale_claim_without_lookup_is_unknown_until_released(make_store) -> None:
+    store = make_store(TINY_TTL)
+    op = stale_unknown_claim(store)
+    op.results = [OK]
+    for _ in range(2):
+        assert store.run_once("k", op, "fp") == {
+            "ok": False, "error": "outcome_unknown", "retryable": False,
+        }
+    assert op.calls == 1
+    store.release("k")
+    assert store.run_once("k", op, "fp") == OK
+    assert op.calls == 2
+    store.release("k")  # release never clears a completed result
+    assert store.run_once("k", op, "fp")["replayed"] is True
+    assert op.calls == 2
+
+
+def test_takeover_of_a_stale_claim_is_exclusive(make_store) -> None:
+    store = make_store(TINY_TTL)
+    op = stale_unknown_claim(store)
+    entered, go = threading.Event(), threading.Event()
+    receipt = {"ok": True, "data": "found"}
+
+    def slow_lookup() -> dict[str, Any]:
+        entered.set()
+        assert go.wait(WAIT)
+        return receipt
+
+    answers: list[dict[str, Any]] = []
+    first = threading.Thread(
+        target=lambda: answers.append(
+            store.run_once("k", op, "fp", recover=slow_lookup, lease_seconds=30)
+        )
+    )
+    first.start()
+    try:
+        assert entered.wait(WAIT)
+        second_lookup = Lookup(receipt)
+        assert store.run_once("k", op, "fp", recover=second_lookup)["error"] == "in_progress"
+        assert second_lookup.calls == 0
+    finally:
+        go.set()
+        first.join(WAIT)
+    assert answers == [receipt]
+    assert op.calls == 1
+
+
+def test_operation_raising_releases_the_claim(make_store) -> None:
+    store = make_store()
+    boom = Op(raises=RuntimeError("boom"))
+    with pytest.raises(RuntimeError, match="boom"):
+        store.run_once("k", boom, "fp")
+    op = Op(OK)
+    assert store.run_once("k", op, "fp") == OK
+    assert (boom.calls, op.calls) == (1, 1)
+
+
+def test_unstorable_ok_result_raises_and_keeps_the_key_claimed(make_store) -> None:
+    store, op = make_store(), Op({"ok": True, "data": object()})
+    with pytest.raises(TypeError):
+        store.run_once("k", op, "fp")
+    # It happened but could not be kept: nothing may run again without a lookup.
+    assert store.run_once("k", op, "fp")["error"] == "outcome_unknown"
+    assert op.calls == 1
+
+
+# --------------------------------------------------------------------------- threads
+
+
+def test_eight_threads_run_the_operation_once(make_store) -> None:
+    store = make_store()
+    n = 8
+    start = threading.Barrier(n, timeout=WAIT)
+    others_answered = threading.Event()
+    lock = threading.Lock()
+    calls = 0
+    answers: list[dict[str, Any]] = []
+
+    def operation() -> dict[str, Any]:
+        nonlocal calls
+        with lock:
+            calls += 1
+        others_answered.wait(WAIT)  # hold the claim until every other thread has answered
+        return dict(OK)
+
+    def caller() -> None:
+        start.wait()
+        result = store.run_once("k", operation, "fp")
+        with lock:
+            answers.append(result)
+            if sum(1 for a in answers if a.get("error") == "in_progress" or a.get("replayed")) == n - 1:
+                others_answered.set()
+
+    threads = [threading.Thread(target=caller) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert calls == 1
+    assert len(answers) == n
+    assert answers.count(OK) == 1
+    rest = [a for a in answers if a != OK]
+    assert all(a["error"] == "in_progress" or a.get("replayed") for a in rest)
+    assert others_answered.is_set()
+
+
+# --------------------------------------------------------------------------- approvals
+
+
+def test_approvals_compare_and_swap(make_store) -> None:
+    store = make_store()
+    assert store.get_approval("a1") is None
+    assert store.update_approval("a1", "pending", {"state": "approved"}) is False
+    store.put_approval("a1", {"state": "pending", "tool": "send", "args": {"to": "bob"}})
+    record = store.get_approval("a1")
+    assert record == {"state": "pending", "tool": "send", "args": {"to": "bob"}}
+    record["state"] = "mutated"  # a copy: the store is untouched
+    assert store.get_approval("a1")["state"] == "pending"
+    assert store.update_approval("a1", "approved", {"state": "denied"}) is False
+    assert store.update_approval("a1", "pending", {"state": "approved", "n": 1}) is True
+    assert store.update_approval("a1", "pending", {"state": "denied"}) is False  # used once
+    assert store.get_approval("a1") == {"state": "approved", "n": 1}
+    store.put_approval("a1", {"state": "settled"})  # insert or replace
+    assert store.get_approval("a1") == {"state": "settled"}
+
+
+@pytest.mark.parametrize("record", [{"no": "state"}, {"state": 1}, ["state"]])
+def test_approval_record_needs_a_state(make_store, record: Any) -> None:
+    store = make_store()
+    with pytest.raises(ValueError):
+        store.put_approval("a1", record)
+
+
+# --------------------------------------------------------------------------- SQLite: durability
+
+
+def test_sqlite_creates_the_directory_and_uses_wal(sqlite_path: Path) -> None:
+    with SQLiteIdempotencyStore(sqlite_path) as store:
+        store.run_once("k", Op(OK))
+    assert sqlite_path.exists()
+    conn = sqlite3.connect(sqlite_path)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        conn.close()
+
+
+def test_sqlite_restart_replays_and_keeps_approvals(sqlite_path: Path) -> None:
+    op = Op(OK)
+    with SQLiteIdempotencyStore(sqlite_path) as store:
+        assert store.run_once("k", op, "fp", full_sync=True) == OK
+        store.put_approval("a1", {"state": "pending"})
+        assert store.update_approval("a1", "pending", {"state": "approved"})
+    with SQLiteIdempotencyStore(sqlite_path) as store:
+        assert store.run_once("k", op, "fp") == {**OK, "replayed": True}
+        assert store.run_once("k", op, "other")["error"] == "idempotency_conflict"
+        assert store.get_approval("a1") == {"state": "approved"}
+    assert op.calls == 1
+
+
+def test_sqlite_full_sync_is_reset_after_the_call(sqlite_path: Path) -> None:
+    with SQLiteIdempotencyStore(sqlite_path) as store:
+        store.run_once("k", Op(OK), full_sync=True)
+        conn = store._checkout()
+        try:
+            assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+        finally:
+            store._checkin(conn, healthy=True)
+
+
+def test_sqlite_closed_store_refuses_work(sqlite_path: Path) -> None:
+    store = SQLiteIdempotencyStore(sqlite_path)
+    store.close()
+    store.close()  # idempotent
+    op = Op(OK)
+    with pytest.raises(sqlite3.ProgrammingError):
+        store.run_once("k", op)
+    assert op.calls == 0
+
+
+# --------------------------------------------------------------------------- SQLite: processes
+
+
+def test_four_processes_run_the_operation_once(tmp_path: Path) -> None:
+    db, n = tmp_path / "store.sqlite", 4
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), "race", str(db), "k", str(tmp_path), str(n)],
+            env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for _ in range(n)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=30)
+        assert p.returncode == 0, err
+    assert len(log_lines(tmp_path / "ops.log")) == 1
+    answers = [json.loads(line) for line in log_lines(tmp_path / "answers")]
+    assert len(answers) == n
+    assert sum(1 for a in answers if a.get("ok") and not a.get("replayed")) == 1
+    assert all(a.get("error") == "in_progress" or a.get("replayed") for a in answers if not a.get("ok") or a.get("replayed"))
+
+
+def test_crash_after_the_write_is_recovered_without_a_second_write(tmp_path: Path) -> None:
+    db = tmp_path / "store.sqlite"
+    child = run_worker("crash_after_write", db, tmp_path)
+    assert child.returncode == 1, child.stderr
+    assert len(log_lines(tmp_path / "ops.log")) == 1
+
+    def lookup() -> dict[str, Any] | None:
+        sent = tmp_path / "sent.txt"
+        return {"ok": True, "data": sent.read_text()} if sent.exists() else None
+
+    op = Op(OK)
+    with SQLiteIdempotencyStore(db) as store:  # default lease: the dead pid makes it stale
+        assert store.run_once("k", op, "fp", recover=lookup) == {"ok": True, "data": "sent"}
+        assert store.run_once("k", op, "fp")["replayed"] is True
+    assert op.calls == 0
+    assert len(log_lines(tmp_path / "ops.log")) == 1
+
+
+def test_crash_before_the_write_runs_once_after_recovery(tmp_path: Path) -> None:
+    db = tmp_path / "store.sqlite"
+    child = run_worker("crash_before_write", db, tmp_path)
+    assert child.returncode == 1, child.stderr
+    assert len(log_lines(tmp_path / "started")) == 1
+    sent, ops = tmp_path / "sent.txt", tmp_path / "ops.log"
+
+    def lookup() -> dict[str, Any] | None:
+        return {"ok": True, "data": sent.read_text()} if sent.exists() else None
+
+    def operation() -> dict[str, Any]:
+        sent.write_text("sent")
+        with open(ops, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return {"ok": True, "data": "sent"}
+
+    with SQLiteIdempotencyStore(db) as store:
+        assert store.run_once("k", operation, "fp", recover=lookup) == {"ok": True, "data": "sent"}
+        assert store.run_once("k", operation, "fp", recover=lookup)["replayed"] is True
+    assert log_lines(ops) == [str(os.getpid())]
+
+
+def test_a_live_owner_is_never_taken_over_until_it_dies(tmp_path: Path) -> None:
+    db = tmp_path / "store.sqlite"
+    child = subprocess.Popen(
+        [sys.executable, str(WORKER), "hold", str(db), "k", str(tmp_path)],
+        env=worker_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "claimed"
+        op, lookup = Op(OK), Lookup(None)
+        with SQLiteIdempotencyStore(db) as store:
+            assert store.run_once("k", op, "fp", recover=lookup)["error"] == "in_progress"
+            assert (op.calls, lookup.calls) == (0, 0)
+            child.kill()
+            child.wait(WAIT)
+            assert store.run_once("k", op, "fp", recover=lookup) == OK
+            assert (op.calls, lookup.calls) == (1, 1)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(WAIT)
+        if child.stdin is not None:
+            child.stdin.close()
+        if child.stdout is not None:
+            child.stdout.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_claim_of_an_earlier_process_with_our_pid_is_stale(sqlite_path: Path) -> None:
+    """A container restart gives the new process the old pid: the start time tells them apart."""
+    op = Op(UNKNOWN, OK)
+    with SQLiteIdempotencyStore(sqlite_path) as store:
+        store.run_once("k", op, "fp")
+        assert store.run_once("k", op, "fp")["error"] == "in_progress"  # ours, alive
+        conn = sqlite3.connect(sqlite_path)
+        try:
+            with conn:
+                conn.execute("UPDATE claims SET start_time = start_time - 1")
+        finally:
+            conn.close()
+        assert store.run_once("k", op, "fp", recover=Lookup(None)) == OK
+    assert op.calls == 2
+
+
+def _start_time(pid: int) -> int:
+    data = Path(f"/proc/{pid}/stat").read_bytes()
+    return int(data[data.rindex(b")") + 2 :].split()[19])
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_a_reused_pid_is_told_apart_by_its_start_time(sqlite_path: Path) -> None:
+    """A claim names a live pid (our parent): alive if the start time matches, else gone."""
+    parent = os.getppid()
+    op, lookup = Op(UNKNOWN, OK), Lookup(None)
+    with SQLiteIdempotencyStore(sqlite_path) as store:
+        store.run_once("k", op, "fp")
+        conn = sqlite3.connect(sqlite_path)
+        try:
+            with conn:
+                conn.execute("UPDATE claims SET pid = ?, start_time = ?", (parent, _start_time(parent)))
+            assert store.run_once("k", op, "fp", recover=lookup)["error"] == "in_progress"
+            assert (op.calls, lookup.calls) == (1, 0)
+            with conn:
+                conn.execute("UPDATE claims SET start_time = start_time + 1")
+        finally:
+            conn.close()
+        assert store.run_once("k", op, "fp", recover=lookup) == OK
+    assert (op.calls, lookup.calls) == (2, 1)
