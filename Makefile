@@ -24,10 +24,10 @@ lab: install
 
 ## Unit tests, then strict nbval over every stored notebook.
 test: install
-	$(BIN)/python -m pytest tests notebooks $(NBVAL)
+	$(BIN)/python -m pytest tests notebooks -m "not browser" $(NBVAL)
 
 test-unit: install
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests -m "not browser"
 
 test-notebooks: install
 	$(BIN)/python -m pytest notebooks $(NBVAL)

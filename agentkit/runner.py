@@ -46,6 +46,7 @@ from .trace import Trace, TraceRecord
 log = logging.getLogger("agentkit")
 
 _READ_RETRY = {ErrorCode.TRANSIENT_FAILURE.value, ErrorCode.OUTCOME_UNKNOWN.value, ErrorCode.BUSY.value}
+_NOTHING_RAN = {ErrorCode.BUDGET_EXHAUSTED.value, ErrorCode.BUSY.value}
 _UNSURE = {ErrorCode.TRANSIENT_FAILURE.value, ErrorCode.OUTCOME_UNKNOWN.value}
 
 
@@ -112,6 +113,8 @@ class ToolRunner:
             key = self._key(call)
         except Exception:
             log.exception("%s %s: idempotency_key failed", call_id, entry.spec.name)
+            self._note(call_id, entry.spec.name, entry.spec.effect.value, "refused", 0,
+                       ErrorCode.TOOL_FAILURE.value, started)
             return _finish(failure(ErrorCode.TOOL_FAILURE), 0, False, entry.spec.effect)
         if entry.spec.effect is Effect.REVERSIBLE_WRITE:
             return self._reversible(call, key)
@@ -168,7 +171,12 @@ class ToolRunner:
         replayed = bool(result.get("replayed"))
         if replayed:
             self._note(call_id, call.spec.name, call.spec.effect.value, "replay", 0, "ok", started)
-        if result.get("error") != ErrorCode.IN_PROGRESS.value:
+        if result.get("error") == ErrorCode.IN_PROGRESS.value:
+            pass  # another approver's run is still live; it settles the record
+        elif call.attempts == 0 and result.get("error") in _NOTHING_RAN:
+            # Refused before the handler ran (budget spent, no slot): the approval is not used up.
+            self.approvals.move(record, PENDING)
+        else:
             settled = {k: v for k, v in result.items() if k != "replayed"}
             self.approvals.move(record, SETTLED, _finish(settled, call.attempts, False, Effect.IRREVERSIBLE_WRITE))
         return _finish(result, call.attempts, replayed, Effect.IRREVERSIBLE_WRITE)
@@ -380,9 +388,14 @@ class ToolRunner:
 
 def _finish(result: dict[str, Any], attempts: int, replayed: bool, effect: Effect | str) -> dict[str, Any]:
     """Stamp ``attempts``/``replayed``; a write whose outcome is unknown is never retryable."""
-    out = {k: v for k, v in result.items() if k not in ("attempts", "replayed")}
+    out = dict(result, attempts=attempts, replayed=replayed)
     if effect and Effect(effect).is_write and out.get("error") == ErrorCode.OUTCOME_UNKNOWN.value:
         out["retryable"] = False
-    out["attempts"] = attempts
-    out["replayed"] = replayed
-    return out
+    # Stored results come back with sorted keys: print every result in one order.
+    return dict(sorted(out.items(), key=lambda item: _ORDER.get(item[0], len(_ORDER))))
+
+
+_ORDER = {key: n for n, key in enumerate([
+    "ok", "data", "error", "retryable", "detail", "truncated", "original_chars", "redactions",
+    "approval_id", "attempts", "replayed",
+])}

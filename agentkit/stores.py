@@ -25,7 +25,17 @@ Why recovery asks before it runs
     A stale claim means a write *may* have landed. The taker-over first asks ``recover``
     (the tool's status lookup): a receipt settles the key as done, None means "not done"
     and the operation runs, an exception means "unknown" and nothing runs. Without a lookup
-    the answer is ``outcome_unknown`` until a human calls ``release(key)``.
+    the answer is ``outcome_unknown`` until a human calls ``release(key)``. A lookup that
+    cannot say leaves the claim in place but already stale, so the next caller asks again
+    instead of waiting out a lease nobody is using.
+
+Smaller choices, each on the safe side
+    A given fingerprint must equal the stored one, and a key stored *without* one conflicts
+    with any fingerprint: the store cannot prove the payloads match. An operation that
+    raises an ``Exception`` frees the key (nothing useful happened); one interrupted by
+    ``KeyboardInterrupt`` or ``SystemExit`` may have half-written, so its claim is kept
+    and marked stale for the lookup to settle. An ok result that is not JSON-serialisable
+    cannot be kept: the claim is kept (stale) and ``TypeError`` is raised.
 
 SQLite durability (``PRAGMA synchronous``)
     The file runs in WAL mode: readers never block the writer, and a process killed at any
@@ -54,7 +64,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import math
 import os
 import socket
 import sqlite3
@@ -63,7 +72,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from .errors import ErrorCode, failure
 
@@ -142,7 +151,7 @@ def _owner_gone(claim: _Claim, host: str) -> bool:
     my_pid, my_start = _this_process()
     if claim.pid == my_pid:
         # Our own process is never gone, but an earlier process with our pid is.
-        return claim.start_time is not None and my_start is not None and claim.start_time != my_start
+        return None not in (claim.start_time, my_start) and claim.start_time != my_start
     if os.name != "posix":
         return False  # os.kill(pid, 0) would *terminate* the process on Windows
     try:
@@ -197,6 +206,7 @@ class _Tx(Protocol):
     def put_approval(self, approval_id: str, state: str, text: str) -> None: ...
 
 
+_S = TypeVar("_S", bound="_StoreBase")
 _CLAIMED = "claimed"
 _TAKEN_OVER = "taken_over"
 
@@ -251,13 +261,12 @@ class _StoreBase:
             decision = self._decide(tx, key, fingerprint, mine, may_take_over=recover is not None)
         if isinstance(decision, dict):
             return decision
-        outcome: Result | None = None
-        if decision[0] == _TAKEN_OVER:
+        kind, mine = decision
+        if kind == _TAKEN_OVER:
             assert recover is not None
-            mine = decision[1]
             outcome = self._recover(key, mine, recover, full_sync)
-        if outcome is not None:
-            return outcome
+            if outcome is not None:
+                return outcome
         return self._run(key, mine, operation, full_sync)
 
     def release(self, key: str) -> None:
@@ -283,8 +292,10 @@ class _StoreBase:
             text = tx.approval(approval_id)
         return None if text is None else json.loads(text)
 
-    def update_approval(self, approval_id: str, expected_state: str, record: dict[str, Any]) -> bool:
-        """Replace only if the stored state is still ``expected_state``: approve/deny race safely."""
+    def update_approval(
+        self, approval_id: str, expected_state: str, record: dict[str, Any]
+    ) -> bool:
+        """Compare-and-swap on ``state``: approve and deny racing each other cannot both win."""
         text = _check_record(record)
         with self._tx(write=True, full_sync=True) as tx:
             current = tx.approval(approval_id)
@@ -296,7 +307,7 @@ class _StoreBase:
     def close(self) -> None:
         """Release resources; the memory store has none."""
 
-    def __enter__(self) -> _StoreBase:
+    def __enter__(self: _S) -> _S:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -357,7 +368,9 @@ class _StoreBase:
         self._complete(key, mine, receipt, full_sync)
         return receipt
 
-    def _run(self, key: str, mine: _Claim, operation: Callable[[], Result], full_sync: bool) -> Result:
+    def _run(
+        self, key: str, mine: _Claim, operation: Callable[[], Result], full_sync: bool
+    ) -> Result:
         try:
             result = operation()
         except Exception:
@@ -505,16 +518,21 @@ class _SQLiteTx:
         self._c = conn
 
     def result(self, key: str) -> tuple[str | None, str] | None:
-        row = self._c.execute("SELECT fingerprint, result FROM results WHERE key = ?", (key,)).fetchone()
+        row = self._c.execute(
+            "SELECT fingerprint, result FROM results WHERE key = ?", (key,)
+        ).fetchone()
         return None if row is None else (row[0], row[1])
 
     def claim(self, key: str) -> _Claim | None:
-        row = self._c.execute(f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE key = ?", (key,)).fetchone()
+        row = self._c.execute(
+            f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE key = ?", (key,)
+        ).fetchone()
         return None if row is None else _Claim(*row)
 
     def insert_claim(self, key: str, claim: _Claim) -> None:
         self._c.execute(
-            f"INSERT INTO claims (key, {_CLAIM_COLUMNS}, claimed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO claims (key, {_CLAIM_COLUMNS}, claimed_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (key, *dataclasses.astuple(claim), time.time()),
         )
 
@@ -620,7 +638,9 @@ class SQLiteIdempotencyStore(_StoreBase):
                     raise
                 time.sleep(0.02)
         if str(mode).lower() != "wal":
-            logger.warning("%s: WAL unavailable (journal_mode=%s); readers will wait", self.path, mode)
+            logger.warning(
+                "%s: WAL unavailable (journal_mode=%s); readers will wait", self.path, mode
+            )
 
     # ---- connection pool
 
@@ -685,4 +705,5 @@ class SQLiteIdempotencyStore(_StoreBase):
             conn.close()
 
     def __repr__(self) -> str:
-        return f"SQLiteIdempotencyStore({self.path!r}, claim_ttl_seconds={self.claim_ttl_seconds:g})"
+        ttl = self.claim_ttl_seconds
+        return f"SQLiteIdempotencyStore({self.path!r}, claim_ttl_seconds={ttl:g})"

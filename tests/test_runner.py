@@ -518,3 +518,22 @@ def test_trace_frame_and_counts(counted):
     assert list(frame["handler_ran"]) == [True, False]
     assert "duration_s" in runner.trace.to_frame(durations=True).columns
     assert runner.trace.call_counts() == {"save": 1}
+
+
+def test_a_refusal_before_the_handler_does_not_use_up_the_approval(counted):
+    handler = counted(lambda to: to)
+    store = IdempotencyStore()
+    spent = runner_for(send_spec(handler), store=store, budget=Budget(0))
+    approval_id = spent.call("send", {"to": "ana"})["approval_id"]
+    assert spent.approve(approval_id)["error"] == "budget_exhausted"
+    fresh = runner_for(send_spec(handler), store=store)
+    assert fresh.approve(approval_id) == {"ok": True, "data": "ana", "attempts": 1, "replayed": False}
+    assert handler.calls == 1
+
+
+def test_results_keep_one_key_order_when_replayed():
+    ledger = Ledger()
+    runner = runner_for(write_spec(ledger))
+    first = runner.call("save", {"key": "k", "value": "v"})
+    second = runner.call("save", {"key": "k", "value": "v"})
+    assert list(first) == list(second) == ["ok", "data", "attempts", "replayed"]

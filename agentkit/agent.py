@@ -1,0 +1,197 @@
+"""The agent loop: ask the model, run its tool call through the runner, repeat.
+
+The loop is deliberately dumb. Everything that makes a call safe (schema, authorization,
+limits, retries, idempotency, approval, budget) lives below it in the :class:`ToolRunner`,
+so the loop cannot forget any of it. What the loop owns is when to stop: the model's final
+answer, a step limit, or a spent budget. It never raises for anything the model does.
+
+``run_baseline`` runs the same model against the old ``dispatch_tool`` so the chapter can show
+that moving to the registry did not change the happy path: compare ``Transcript.signature()``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from . import baseline
+from .errors import ErrorCode
+from .fake_model import FinalAnswer, ToolCall
+from .render import render_value
+
+if TYPE_CHECKING:
+    import pandas
+
+    from .runner import ToolRunner
+
+STOP_REASONS = ("final_answer", "max_steps", "budget_exhausted")
+PREVIEW_CHARS = 60
+
+
+class Model(Protocol):
+    def next_action(self, question: str, history: list[tuple[ToolCall, Any]]) -> ToolCall | FinalAnswer: ...
+
+
+@dataclass(frozen=True)
+class Step:
+    """One tool call and its result exactly as the model saw it."""
+
+    number: int
+    tool_call: ToolCall
+    result: Any
+
+
+@dataclass
+class Transcript:
+    """What happened in one run. ``stop_reason`` is one of :data:`STOP_REASONS`."""
+
+    question: str
+    steps: list[Step] = field(default_factory=list)
+    final_answer: str | None = None
+    stop_reason: str = "final_answer"
+    citations: tuple[str, ...] = ()
+
+    def signature(self) -> tuple[tuple[tuple[str, str], ...], str | None]:
+        """What must not change when the executor changes: each call's tool name and
+        canonical JSON arguments, in order, and the final answer. Result shapes are left out
+        on purpose: the registry returns ``{"ok", "data"}`` where the baseline returned raw
+        values, and that difference is the point of the chapter."""
+        calls = tuple(
+            (s.tool_call.name, _json(s.tool_call.arguments, canonical=True)) for s in self.steps
+        )
+        return calls, self.final_answer
+
+    def to_text(self) -> str:
+        """Readable and deterministic: one line per step, then the answer or the stop reason."""
+        lines = [f"Question: {self.question}"]
+        for step in self.steps:
+            call = step.tool_call
+            arguments = _short(_json(call.arguments), 80)
+            lines.append(f"{step.number}. {call.name}({arguments}) -> {_outcome(step.result)}")
+        if self.final_answer is not None:
+            lines.append(f"Answer: {self.final_answer}")
+        else:
+            lines.append(f"Stopped: {self.stop_reason}")
+        return "\n".join(lines)
+
+    def to_frame(self) -> pandas.DataFrame:
+        """One row per step: step, tool, arguments (JSON text), ok, error, data (first 60
+        characters), attempts, replayed. Baseline steps have no attempts/replayed (None)."""
+        import pandas as pd
+
+        rows = []
+        for step in self.steps:
+            ok, error, data = _parts(step.result)
+            result = step.result if isinstance(step.result, dict) else {}
+            rows.append({
+                "step": step.number,
+                "tool": step.tool_call.name,
+                "arguments": _json(step.tool_call.arguments),
+                "ok": ok,
+                "error": error,
+                "data": None if data is None else data[:PREVIEW_CHARS],
+                "attempts": result.get("attempts"),
+                "replayed": result.get("replayed"),
+            })
+        columns = ["step", "tool", "arguments", "ok", "error", "data", "attempts", "replayed"]
+        return pd.DataFrame(rows, columns=columns)
+
+
+def run_agent(model: Model, runner: ToolRunner, question: str, max_steps: int = 8) -> Transcript:
+    """Run ``model`` on ``question`` with every tool call going through ``runner.call``.
+
+    ``max_steps`` caps the tool calls: after that many, the model is asked once more and only
+    a final answer is accepted; another tool call ends the run with ``max_steps``. A result
+    ``budget_exhausted`` ends it at once: nothing more can run for this task.
+    """
+    return _loop(model, question, max_steps, runner.call)
+
+
+def run_baseline(
+    model: Model,
+    question: str,
+    max_steps: int = 8,
+    dispatch: Callable[[str, Any], Any] = baseline.dispatch_tool,
+) -> Transcript:
+    """The same loop over the pre-registry ``dispatch_tool`` (raw values, no boundary).
+
+    Faithful to the "before" code: an exception from a tool (an unknown document id, say)
+    propagates out of this function and ends the run.
+    """
+    return _loop(model, question, max_steps, dispatch)
+
+
+def _loop(model: Model, question: str, max_steps: int, execute: Callable[[str, Any], Any]) -> Transcript:
+    transcript = Transcript(question)
+    history: list[tuple[ToolCall, Any]] = []
+    while True:
+        action = model.next_action(question, list(history))
+        if isinstance(action, FinalAnswer):
+            transcript.final_answer = action.text
+            transcript.citations = action.citations
+            transcript.stop_reason = "final_answer"
+            return transcript
+        if not isinstance(action, ToolCall):
+            raise TypeError(f"next_action returned {type(action).__name__}, not ToolCall or FinalAnswer")
+        if len(transcript.steps) >= max_steps:
+            transcript.stop_reason = "max_steps"
+            return transcript
+        result = execute(action.name, action.arguments)
+        transcript.steps.append(Step(len(transcript.steps) + 1, action, result))
+        history.append((action, result))
+        if isinstance(result, dict) and result.get("error") == ErrorCode.BUDGET_EXHAUSTED.value:
+            transcript.stop_reason = "budget_exhausted"
+            return transcript
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _json(value: Any, *, canonical: bool = False) -> str:
+    try:
+        if canonical:
+            return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _short(text: str, limit: int) -> str:
+    text = text.replace("\n", "\\n")
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 1]}… ({len(text)} chars)"
+
+
+def _parts(result: Any) -> tuple[bool, str | None, str | None]:
+    """``(ok, error, data text)`` of a boundary result or a raw baseline value."""
+    if isinstance(result, dict) and isinstance(result.get("ok"), bool):
+        if result["ok"]:
+            return True, None, str(result.get("data", ""))
+        return False, str(result.get("error")), None
+    if isinstance(result, dict) and "error" in result:
+        return False, str(result["error"]), None
+    return True, None, render_value(result)
+
+
+def _outcome(result: Any) -> str:
+    ok, error, data = _parts(result)
+    notes = []
+    if isinstance(result, dict):
+        if result.get("replayed"):
+            notes.append("replayed")
+        if isinstance(result.get("attempts"), int) and result["attempts"] != 1:
+            notes.append(f"{result['attempts']} attempts")
+        if result.get("truncated"):
+            notes.append("truncated")
+    suffix = f" ({', '.join(notes)})" if notes else ""
+    if ok:
+        return f"ok{suffix}: {_short(data or '', PREVIEW_CHARS)}"
+    text = f"{error}{suffix}"
+    if isinstance(result, dict) and result.get("detail"):
+        text += f": {result['detail']}"
+    if isinstance(result, dict) and result.get("approval_id"):
+        text += f" [{result['approval_id']}]"
+    return text

@@ -1,0 +1,95 @@
+"""The command line: ``python -m agentkit matrix`` and ``python -m agentkit demo``.
+
+    python -m agentkit matrix            play every cell of the failure matrix; exit 1 on a mismatch
+    python -m agentkit matrix --csv F    the same, with the expectations of another CSV file
+    python -m agentkit demo              the baseline transcript: the fake model's happy path
+
+Imports are made inside each command, so ``--help`` answers at once and the demo never loads
+pandas.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections.abc import Sequence
+
+DEFAULT_QUESTION = "idempotency key retry"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentkit",
+        description="One reliable execution boundary around every tool an LLM agent can call.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    matrix = commands.add_parser(
+        "matrix",
+        help="provoke every failure of the failure matrix and check it (exit 1 on a mismatch)",
+        description=(
+            "Play every row of the failure matrix (DESIGN §8) on fresh tools, counting the "
+            "handler's real calls, and print the table. Exit status 0 when every cell is as "
+            "expected, 1 when any is not, 2 when the CSV cannot be used."
+        ),
+    )
+    matrix.add_argument(
+        "--csv", metavar="PATH", default=None,
+        help="the expectations to check (default: data/failure_matrix.csv)",
+    )
+    matrix.set_defaults(run=_matrix)
+
+    demo = commands.add_parser(
+        "demo",
+        help="print the baseline transcript: the fake model searches, reads and answers",
+        description=(
+            "Run the deterministic fake model through the agent loop and the demo tools, and "
+            "print the transcript: the chapter's search -> read -> answer baseline."
+        ),
+    )
+    demo.add_argument("--question", default=DEFAULT_QUESTION,
+                      help=f"what the fake model is asked (default: {DEFAULT_QUESTION!r})")
+    demo.add_argument("--workspace", metavar="DIR", default=None,
+                      help="where the demo tools may write (default: a temporary directory)")
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit status (argparse exits 2 on a usage error)."""
+    args = build_parser().parse_args(argv)
+    return args.run(args)
+
+
+def _matrix(args: argparse.Namespace) -> int:
+    from .matrix import load_matrix, run_matrix
+
+    try:
+        rows = load_matrix(args.csv)
+    except (OSError, ValueError) as exc:
+        print(f"agentkit matrix: {exc}", file=sys.stderr)
+        return 2
+    frame = run_matrix(rows)
+    print(frame.to_string(index=False))
+    failed = frame[~frame["pass"]]
+    if failed.empty:
+        print(f"\nall {len(frame)} cells as expected")
+        return 0
+    cells = ", ".join(f"{f} × {e}" for f, e in zip(failed["failure"], failed["effect"]))
+    print(f"\n{len(failed)} of {len(frame)} cells differ: {cells}")
+    return 1
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .agent import run_agent
+    from .demo_tools import make_demo_registry
+    from .fake_model import FakeModel
+    from .runner import ToolRunner
+
+    with tempfile.TemporaryDirectory(prefix="agentkit-demo-") as scratch:
+        workspace = args.workspace or scratch
+        runner = ToolRunner(make_demo_registry(workspace))
+        transcript = run_agent(FakeModel(), runner, args.question)
+        print(transcript.to_text())
+    return 0
