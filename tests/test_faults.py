@@ -30,8 +30,11 @@ class Ledger:
         return {"ref": ref, "saved": True}
 
 
-def spec_for(handler: Any, *, effect: str = "read", timeout: float = 5.0, **changes: Any) -> ToolSpec:
-    return ToolSpec("tool", "A test tool.", effect, timeout, 3, 100, handler, **changes)
+def spec_for(
+    handler: Any, *, effect: str = "read", timeout: float = 5.0, max_output_chars: int = 100,
+    **changes: Any,
+) -> ToolSpec:
+    return ToolSpec("tool", "A test tool.", effect, timeout, 3, max_output_chars, handler, **changes)
 
 
 class Caller:
