@@ -14,6 +14,7 @@ new calls while the old ones still hang.
 from __future__ import annotations
 
 import contextvars
+import logging
 import queue
 import threading
 import time
@@ -89,6 +90,15 @@ class Attempt:
     started_at: float | None = None
     finished_at: float | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _callbacks: list[Callable[[], None]] = field(default_factory=list, repr=False)
+
+    def add_done_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when the handler has really returned (now, if it already has)."""
+        with self.lock:
+            if not self.done.is_set():
+                self._callbacks.append(callback)
+                return
+        callback()
 
     @property
     def handler_ran(self) -> bool:
@@ -137,8 +147,16 @@ def run_limited(
                 attempt.finished_at = time.monotonic()
                 attempt.done.set()
                 late = attempt.abandoned
+                callbacks, attempt._callbacks = attempt._callbacks, []
             if late and on_late_finish is not None:
                 on_late_finish(attempt)
+            for callback in callbacks:
+                try:
+                    callback()
+                except Exception:
+                    logging.getLogger("agentkit").exception(
+                        "%s %s: a done-callback failed", attempt.call_id, attempt.tool
+                    )
 
     (pool or _POOL).submit(body)
     attempt.done.wait(timeout)

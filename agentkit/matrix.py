@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 from . import faults
 from .budget import Budget
 from .context import CallContext
-from .runner import ToolRunner
 from .registry import ToolRegistry
+from .runner import ToolRunner
 from .spec import Effect, ToolSpec
 from .stores import SQLiteIdempotencyStore
 

@@ -39,7 +39,7 @@ from .invoke import _safe_name, execute, new_call_id, preflight
 from .limits import Attempt, run_limited
 from .registry import ToolRegistry, _Entry
 from .render import shape_output
-from .spec import Effect
+from .spec import Effect, ToolSpec
 from .stores import IdempotencyStore, canonical_json, fingerprint_of
 from .trace import Trace, TraceRecord
 
@@ -57,11 +57,12 @@ class _Call:
     call_id: str
     entry: _Entry
     arguments: dict[str, Any]
+    key: str = ""  # the idempotency key, for writes
     number: int = 0  # steps that tried to run the handler (busy ones included)
     attempts: int = 0  # handler attempts that really started
 
     @property
-    def spec(self):  # noqa: ANN201 - ToolSpec
+    def spec(self) -> ToolSpec:
         return self.entry.spec
 
 
@@ -116,6 +117,7 @@ class ToolRunner:
             self._note(call_id, entry.spec.name, entry.spec.effect.value, "refused", 0,
                        ErrorCode.TOOL_FAILURE.value, started)
             return _finish(failure(ErrorCode.TOOL_FAILURE), 0, False, entry.spec.effect)
+        call.key = key
         if entry.spec.effect is Effect.REVERSIBLE_WRITE:
             return self._reversible(call, key)
         return self._ask_approval(call, key)
@@ -261,7 +263,7 @@ class ToolRunner:
             if code not in _UNSURE:
                 return result
             if call.spec.status_lookup is None:
-                return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
+                return self._unknown(call, attempt)
             self._pause(number)
             status, receipt = self._lookup(call)
             if status == "done":
@@ -271,8 +273,15 @@ class ToolRunner:
                     continue
                 # Known not done, attempts used up: a plain failure, safe to ask again later.
                 return failure(ErrorCode.TRANSIENT_FAILURE)
-            return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
-        return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)  # not reached
+            return self._unknown(call, attempt)
+        return failure(ErrorCode.TRANSIENT_FAILURE)  # not reached: the loop always returns
+
+    def _unknown(self, call: _Call, attempt: Attempt) -> dict[str, Any]:
+        """End a write as ``outcome_unknown``. The key's claim stays (nothing may rewrite
+        blindly), and goes stale the moment our attempt has really returned, so that the
+        next caller asks the status lookup instead of hearing ``in_progress`` for a lease."""
+        attempt.add_done_callback(lambda: self.store.abandon(call.key))
+        return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
 
     def _lookup(self, call: _Call) -> tuple[str, dict[str, Any] | None]:
         """Ask the tool whether the write took effect: ``done`` (with the receipt as an ok

@@ -274,6 +274,20 @@ class _StoreBase:
         with self._tx(write=True) as tx:
             tx.delete_claim(key, None)
 
+    def abandon(self, key: str) -> None:
+        """Mark this process's claim on ``key`` stale now: its owner is running nothing more.
+
+        The runner calls it when a write ended ``outcome_unknown`` and its attempt has really
+        returned: the next caller then asks the status lookup at once, instead of being told
+        ``in_progress`` until a lease that nobody is using runs out. Claims held by another
+        process are left alone; their owner check and lease decide.
+        """
+        pid, _ = _this_process()
+        with self._tx(write=True) as tx:
+            claim = tx.claim(key)
+            if claim is not None and claim.host == self._host and claim.pid == pid:
+                tx.replace_claim(key, claim.token, dataclasses.replace(claim, lease_until=0.0))
+
     def result(self, key: str) -> Result | None:
         """The stored completed result (a fresh copy), or None."""
         with self._tx(write=False) as tx:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
+import time
 
 import pytest
 
+from agentkit.stores import canonical_json
 from agentkit import Budget, CallContext, ErrorCode, IdempotencyStore, SQLiteIdempotencyStore, ToolRegistry, ToolRunner, ToolSpec
 
 
@@ -234,6 +237,49 @@ def test_no_second_attempt_beside_a_timed_out_attempt_still_running():
         assert entered == ["k"]
     finally:
         release.set()
+
+
+def test_once_the_late_attempt_returns_the_next_call_asks_the_lookup():
+    ledger = Ledger()
+    release = threading.Event()
+    entered = []
+
+    def hang_then_commit(key: str, value: str) -> dict:
+        entered.append(key)
+        release.wait(10)
+        return ledger.write(key, value)
+
+    runner = runner_for(write_spec(ledger, handler=hang_then_commit, timeout=0.05))
+    first = runner.call("save", {"key": "k", "value": "v"})
+    assert first["error"] == "outcome_unknown" and ledger.calls == 0
+    release.set()
+    runner.trace.records[0]._handle.done.wait(10)  # the late attempt commits and returns
+    deadline = time.monotonic() + 10
+    result = runner.call("save", {"key": "k", "value": "v"})
+    while result.get("error") == "in_progress" and time.monotonic() < deadline:
+        time.sleep(0.01)  # the done-callback runs just after the handler returns
+        result = runner.call("save", {"key": "k", "value": "v"})
+    # not in_progress for a whole lease: the lookup finds the write, no second attempt
+    assert result == {"ok": True, "data": '{"saved": "k"}', "attempts": 0, "replayed": False}
+    assert entered == ["k"] and ledger.calls == 1
+    assert runner.call("save", {"key": "k", "value": "v"})["replayed"]
+
+
+def test_outcome_unknown_without_a_lookup_stays_unknown_until_released(counted):
+    def drop(key: str, value: str) -> dict:
+        raise ConnectionError("reset")
+
+    handler = counted(drop)
+    store = IdempotencyStore()
+    runner = runner_for(ToolSpec("save", "Save.", "reversible_write", 1.0, 3, 100, handler), store=store)
+    assert runner.call("save", {"key": "k", "value": "v"})["error"] == "outcome_unknown"
+    again = runner.call("save", {"key": "k", "value": "v"})
+    assert again["error"] == "outcome_unknown" and again["retryable"] is False
+    assert handler.calls == 1  # never rewritten blindly
+    digest = hashlib.sha256(canonical_json({"key": "k", "value": "v"}).encode()).hexdigest()
+    store.release(f"default:save:{digest}")  # the default key: task, tool, argument hash
+    assert runner.call("save", {"key": "k", "value": "v"})["error"] == "outcome_unknown"
+    assert handler.calls == 2  # a person released the key: one more real try
 
 
 def test_without_a_status_lookup_a_timeout_is_never_rewritten(counted):

@@ -201,6 +201,16 @@ def test_outcome_unknown_keeps_the_claim(make_store) -> None:
     assert (op.calls, lookup.calls) == (1, 0)  # a live claim is never recovered
 
 
+def test_abandon_makes_our_own_claim_stale_at_once(make_store) -> None:
+    store, op = make_store(), Op(UNKNOWN, OK)
+    assert store.run_once("k", op, "fp") == UNKNOWN
+    store.abandon("k")  # our attempt really returned: nothing of ours is running any more
+    lookup = Lookup(None)
+    assert store.run_once("k", op, "fp", recover=lookup) == OK
+    assert (op.calls, lookup.calls) == (2, 1)  # the lookup was asked before running again
+    store.abandon("no-such-key")  # nothing to do, no error
+
+
 def test_lease_seconds_extends_the_claim(make_store) -> None:
     store, op = make_store(TINY_TTL), Op(UNKNOWN)
     store.run_once("k", op, "fp", lease_seconds=30)

@@ -1,0 +1,514 @@
+"""The faces layer: three ipywidgets panels for the notebooks.
+
+==================  ==========================================================================
+``FailureExplorer`` pick a failure and a side-effect level, press Run, see what the model saw,
+                    the real handler call count, and the runner's trace
+``ApprovalPanel``   the pending approvals of a runner, each with Approve and Deny
+``AgentStepper``    the agent loop one turn at a time: tool call → result as the model saw it
+==================  ==========================================================================
+
+Each is an ``ipywidgets.VBox``: leave it as a cell's last expression, or ``display()`` it.
+
+Three rules keep them safe in a classroom and under nbval:
+
+- results are rendered into ``HTML`` widgets (escaped with :func:`html.escape`), never printed
+  into an ``Output`` widget, whose prints from top-level code leak to the cell's stdout;
+- every action (each button, and the public method it calls) catches ``Exception``, logs it
+  to the ``agentkit`` logger and shows one clear line in the panel's status: ipywidgets would
+  otherwise swallow the exception, and a learner should never face a traceback;
+- ``repr()`` is short and deterministic, because nbval compares a widget output's text.
+
+The CSS classes (``agentkit-failure-explorer`` …), button and dropdown descriptions are pinned:
+the browser tests find the widgets by them.
+
+``import agentkit`` never imports this module (it imports ipywidgets at once).
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import json
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import ipywidgets as widgets
+
+from . import matrix
+from .agent import Step, Transcript
+from .errors import ErrorCode
+from .fake_model import FinalAnswer, ToolCall
+
+__all__ = ["AgentStepper", "ApprovalPanel", "FailureExplorer"]
+
+log = logging.getLogger("agentkit")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_PRE = '<pre style="white-space: pre-wrap; margin: 0.3em 0">{}</pre>'
+
+
+def _json(value: Any, *, indent: int | None = None) -> str:
+    """JSON text for the page; anything JSON cannot hold is shown by its repr."""
+    try:
+        if indent is None:
+            return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+        return json.dumps(value, ensure_ascii=False, indent=indent)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _compact(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _pre(text: str) -> str:
+    return _PRE.format(html.escape(text))
+
+
+def _message(text: str, kind: str = "info") -> str:
+    """One status line; ``kind`` is ``info``, ``ok`` or ``error`` (a CSS class and a colour)."""
+    colour = {"ok": "#1a7f37", "error": "#b42318"}.get(kind, "inherit")
+    return (
+        f'<div class="agentkit-message agentkit-message-{kind}" style="color: {colour}">'
+        f"{html.escape(text)}</div>"
+    )
+
+
+def _safe(what: str) -> Callable[[F], F]:
+    """Make an action never raise: log the exception, show one clear line in ``self.status_html``."""
+
+    def decorate(method: F) -> F:
+        @functools.wraps(method)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(self, *args, **kwargs)
+            except Exception as exc:
+                log.exception("%s: %s failed", type(self).__name__, what)
+                self.status_html.value = _message(
+                    f"Could not {what}: {type(exc).__name__}: {exc} "
+                    "(the details are in the 'agentkit' log).",
+                    "error",
+                )
+                self._after_error()
+                return None
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+class _Panel(widgets.VBox):
+    """Shared plumbing: a status line and the error hook."""
+
+    status_html: widgets.HTML
+
+    def _after_error(self) -> None:
+        """Put the panel back in a usable state after an action failed."""
+
+
+# =============================================================================== FailureExplorer
+
+
+class FailureExplorer(_Panel):
+    """Pick a failure and a side-effect level, press Run: the cell is played on fresh tools.
+
+    ``failures`` and ``effects`` restrict the choices (ids, in the matrix's order); by default
+    every failure of the matrix CSV and all three effects are offered. A pair that is not a
+    cell of the matrix (DESIGN §8 "—", such as *same write repeated* × *read*) shows why
+    instead of running.
+    """
+
+    def __init__(self, failures: Iterable[str] | None = None, effects: Iterable[str] | None = None) -> None:
+        self.rows = {(row["failure"], row["effect"]): row for row in matrix.load_matrix()}
+        known_failures = [f for f in matrix.FAILURES if any(f == cell[0] for cell in self.rows)]
+        chosen_failures = known_failures if failures is None else list(failures)
+        chosen_effects = list(matrix.EFFECTS) if effects is None else [str(e) for e in effects]
+        unknown = [f for f in chosen_failures if f not in known_failures]
+        unknown += [e for e in chosen_effects if e not in matrix.EFFECTS]
+        if unknown:
+            raise ValueError(
+                f"not in the failure matrix: {', '.join(map(str, unknown))}; "
+                f"failures: {', '.join(known_failures)}; effects: {', '.join(matrix.EFFECTS)}"
+            )
+        if not chosen_failures or not chosen_effects:
+            raise ValueError("FailureExplorer needs at least one failure and one effect")
+
+        self.failure_picker = widgets.Dropdown(
+            description="Failure",
+            options=[(matrix.label(f), f) for f in chosen_failures],
+            value=chosen_failures[0],
+        )
+        self.effect_picker = widgets.Dropdown(
+            description="Effect",
+            options=[(matrix.label(e), e) for e in chosen_effects],
+            value=chosen_effects[0],
+        )
+        self.run_button = widgets.Button(description="Run", button_style="primary",
+                                         tooltip="Provoke this failure at this level, on fresh tools")
+        self.status_html = widgets.HTML()
+        self.status_html.add_class("agentkit-explorer-status")
+        self.result_html = widgets.HTML()
+        self.result_html.add_class("agentkit-explorer-result")
+        self.trace_html = widgets.HTML()
+        self.trace_html.add_class("agentkit-explorer-trace")
+        self.last: matrix.CellResult | None = None
+
+        super().__init__([
+            widgets.HBox([self.failure_picker, self.effect_picker, self.run_button]),
+            self.status_html,
+            self.result_html,
+            self.trace_html,
+        ])
+        self.add_class("agentkit-failure-explorer")
+        self.run_button.on_click(lambda _button: self.run())
+        self.failure_picker.observe(self._on_pick, names="value")
+        self.effect_picker.observe(self._on_pick, names="value")
+        self._show_choice()
+
+    def __repr__(self) -> str:
+        return f"FailureExplorer(failure={self.failure!r}, effect={self.effect!r})"
+
+    @property
+    def failure(self) -> str:
+        return str(self.failure_picker.value)
+
+    @property
+    def effect(self) -> str:
+        return str(self.effect_picker.value)
+
+    def choose(self, failure: str, effect: str) -> None:
+        """Select a failure and an effect, as a learner would with the dropdowns."""
+        self.failure_picker.value = failure
+        self.effect_picker.value = effect
+
+    @_safe("run this cell")
+    def run(self) -> matrix.CellResult | None:
+        """What Run does: play the chosen cell and show it. Returns the ``CellResult``, or None
+        when the pair is not a cell (or the play failed: see the status line)."""
+        failure, effect = self.failure, self.effect
+        self.result_html.value = ""
+        self.trace_html.value = ""
+        if (failure, effect) not in self.rows:
+            self.last = None
+            self.status_html.value = _message(self._not_a_cell(failure, effect), "error")
+            return None
+        self.run_button.disabled = True
+        self.status_html.value = _message(f"Running {matrix.label(failure)} × {matrix.label(effect)} …")
+        try:
+            cell = matrix.play(failure, effect)
+        finally:
+            self.run_button.disabled = False
+        self.last = cell
+        row = self.rows[(failure, effect)]
+        matches = cell.observed == row["expected"] and cell.handler_calls == row["handler_calls"]
+        self.result_html.value = self._render(cell, row, matches)
+        self.trace_html.value = (
+            "<div><b>The runner's trace</b> (one row per step)</div>"
+            + cell.runner.trace.to_frame().to_html(index=False, border=0)
+        )
+        self.status_html.value = _message(
+            f"Played {matrix.label(failure)} × {matrix.label(effect)}: "
+            + ("as the matrix says." if matches else "NOT as the matrix says."),
+            "ok" if matches else "error",
+        )
+        return cell
+
+    # ---- helpers
+
+    def _on_pick(self, _change: Any) -> None:
+        try:
+            self._show_choice()
+        except Exception:  # an observer must not raise into ipywidgets either
+            log.exception("FailureExplorer: showing the choice failed")
+
+    def _show_choice(self) -> None:
+        failure, effect = self.failure, self.effect
+        if (failure, effect) in self.rows:
+            self.status_html.value = _message(
+                f"{matrix.label(failure)} × {matrix.label(effect)}: press Run to provoke it."
+            )
+        else:
+            self.status_html.value = _message(self._not_a_cell(failure, effect), "error")
+
+    def _not_a_cell(self, failure: str, effect: str) -> str:
+        possible = [matrix.label(e) for f, e in self.rows if f == failure]
+        return (
+            f"{matrix.label(failure)} × {matrix.label(effect)} is not a cell of the failure "
+            f"matrix (—): that failure cannot happen at that level. Try the effect "
+            f"{' or '.join(possible) or 'of another failure'}."
+        )
+
+    @staticmethod
+    def _render(cell: matrix.CellResult, row: dict[str, Any], matches: bool) -> str:
+        result = cell.result
+        outcome = "result: ok" if result.get("ok") else f"error: {result.get('error')}"
+        lines = [
+            outcome,
+            f"handler calls: {cell.handler_calls}",
+            f"attempts: {cell.attempts}",
+            f"budget used: {cell.budget_used}",
+            f"expected: {row['expected']} with {row['handler_calls']} handler call(s)",
+            f"observed: {cell.observed} with {cell.handler_calls} handler call(s)",
+            f"matches the matrix: {'yes' if matches else 'no'}",
+        ]
+        if row.get("note"):
+            lines.append(f"why: {row['note']}")
+        return (
+            "<div><b>What the model sees</b></div>"
+            + _pre(_json(result, indent=2))
+            + "<div><b>What really happened</b></div>"
+            + _pre("\n".join(lines))
+            + "<div><b>Step by step</b></div>"
+            + _pre(cell.text)
+        )
+
+
+# =============================================================================== ApprovalPanel
+
+
+class ApprovalPanel(_Panel):
+    """The approvals a runner is waiting for, one row each, with Approve and Deny.
+
+    Approve runs exactly the call that asked for approval, once (``runner.approve``); Deny
+    settles it as ``forbidden`` (``runner.deny``). The list refreshes after each decision;
+    Refresh picks up approvals asked for since.
+    """
+
+    def __init__(self, runner: Any) -> None:
+        self.runner = runner
+        self.refresh_button = widgets.Button(description="Refresh", tooltip="Show the approvals waiting now")
+        self.list_box = widgets.VBox()
+        self.list_box.add_class("agentkit-approval-list")
+        self.status_html = widgets.HTML()
+        self.status_html.add_class("agentkit-approval-status")
+        self.last_result: dict[str, Any] | None = None
+        self.history: list[tuple[str, str, dict[str, Any]]] = []
+        self.pending: list[dict[str, Any]] = []
+        super().__init__([self.refresh_button, self.list_box, self.status_html])
+        self.add_class("agentkit-approval-panel")
+        self.refresh_button.on_click(lambda _button: self.refresh())
+        self.refresh()
+
+    def __repr__(self) -> str:
+        return f"ApprovalPanel(pending={len(self.pending)}, decided={len(self.history)})"
+
+    @_safe("list the pending approvals")
+    def refresh(self) -> list[dict[str, Any]]:
+        """Read ``runner.pending_approvals()`` again and redraw the list."""
+        self.pending = list(self.runner.pending_approvals())
+        if not self.pending:
+            empty = widgets.HTML(_message("No approvals waiting."))
+            empty.add_class("agentkit-approval-empty")
+            self.list_box.children = [empty]
+        else:
+            self.list_box.children = [self._row(record) for record in self.pending]
+        return self.pending
+
+    @_safe("approve")
+    def approve(self, approval_id: str) -> dict[str, Any] | None:
+        """What Approve does: run the approved call once and show its result."""
+        return self._decide("approved", approval_id, self.runner.approve)
+
+    @_safe("deny")
+    def deny(self, approval_id: str) -> dict[str, Any] | None:
+        """What Deny does: settle the approval as ``forbidden``; nothing runs."""
+        return self._decide("denied", approval_id, self.runner.deny)
+
+    # ---- helpers
+
+    def _decide(self, decision: str, approval_id: str, act: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        tool = self._tool_of(approval_id)
+        try:
+            result = act(approval_id)
+        finally:
+            self.refresh()
+        self.last_result = result
+        self.history.append((decision, approval_id, result))
+        outcome = "ok" if result.get("ok") else str(result.get("error"))
+        calls = self.runner.trace.call_counts().get(tool, 0) if tool else 0
+        lines = [f"{decision} {approval_id}: {outcome}", f"handler calls: {calls}", _json(result, indent=2)]
+        kind = "ok" if result.get("ok") or decision == "denied" else "error"
+        self.status_html.value = _message(lines[0], kind) + _pre("\n".join(lines[1:]))
+        return result
+
+    def _tool_of(self, approval_id: str) -> str:
+        for record in self.pending:
+            if record.get("approval_id") == approval_id:
+                return str(record.get("tool", ""))
+        approvals = getattr(self.runner, "approvals", None)
+        record = approvals.get(approval_id) if approvals is not None else None
+        return str(record.get("tool", "")) if record else ""
+
+    def _row(self, record: dict[str, Any]) -> widgets.HBox:
+        approval_id = str(record["approval_id"])
+        text = widgets.HTML(
+            f"<code>{html.escape(str(record.get('tool', '')))}</code> "
+            f"<code>{html.escape(_compact(record.get('arguments')))}</code> "
+            f"<small>{html.escape(approval_id)}</small>"
+        )
+        approve = widgets.Button(description="Approve", button_style="success",
+                                 tooltip=f"Run this exact call once ({approval_id})")
+        deny = widgets.Button(description="Deny", button_style="danger",
+                              tooltip=f"Refuse it: nothing runs ({approval_id})")
+        approve.on_click(lambda _button: self.approve(approval_id))
+        deny.on_click(lambda _button: self.deny(approval_id))
+        row = widgets.HBox([text, approve, deny])
+        row.add_class("agentkit-approval-row")
+        return row
+
+
+# =============================================================================== AgentStepper
+
+
+class AgentStepper(_Panel):
+    """The agent loop of :func:`agentkit.agent.run_agent`, one model turn per click of Step.
+
+    Each turn asks ``model.next_action(question, history)``; a tool call goes through
+    ``runner.call`` and the log shows the call and the result as the model saw it. The stop
+    rules are run_agent's: the final answer; a tool call after ``max_steps`` of them
+    (``max_steps``); a ``budget_exhausted`` result (``budget_exhausted``). Reset starts a fresh
+    history on the same runner: a write sent again is the runner's business, so an idempotent
+    write comes back with ``"replayed": true`` instead of running twice.
+    """
+
+    def __init__(self, model: Any, runner: Any, question: str, max_steps: int = 8) -> None:
+        self.model = model
+        self.runner = runner
+        self.question = question
+        self.max_steps = max_steps
+        self.step_button = widgets.Button(description="Step", button_style="primary",
+                                          tooltip="Ask the model for its next action")
+        self.reset_button = widgets.Button(description="Reset", tooltip="Start the run over")
+        self.status_html = widgets.HTML()
+        self.status_html.add_class("agentkit-stepper-status")
+        self.log_html = widgets.HTML()
+        self.log_html.add_class("agentkit-stepper-log")
+        super().__init__([
+            widgets.HBox([self.step_button, self.reset_button]),
+            self.status_html,
+            self.log_html,
+        ])
+        self.add_class("agentkit-agent-stepper")
+        self.step_button.on_click(lambda _button: self.step())
+        self.reset_button.on_click(lambda _button: self.reset())
+        self._start()
+
+    def __repr__(self) -> str:
+        return (
+            f"AgentStepper(question={self.question!r}, steps={len(self.transcript.steps)}, "
+            f"done={self.done})"
+        )
+
+    @property
+    def transcript_steps(self) -> list[Step]:
+        return self.transcript.steps
+
+    @property
+    def final_answer(self) -> str | None:
+        return self.transcript.final_answer
+
+    @property
+    def stop_reason(self) -> str | None:
+        """One of ``agent.STOP_REASONS`` once done, else None."""
+        return self.transcript.stop_reason if self.done else None
+
+    @_safe("take the next step")
+    def step(self) -> Step | FinalAnswer | None:
+        """What Step does: one turn of the loop. Returns the new Step, the FinalAnswer, or None
+        when the run stopped (or was already over)."""
+        if self.done:
+            self.status_html.value = _message("The run is over: press Reset to start again.")
+            return None
+        outcome = _turn(self.model, self.runner, self.question, self.max_steps, self.transcript, self._history)
+        if isinstance(outcome, Step):
+            self._lines.append(_step_line(outcome))
+        if _finished(outcome, self.transcript):
+            self.done = True
+            self.step_button.disabled = True
+            if self.transcript.final_answer is not None:
+                self._lines.append(f"Final answer: {self.transcript.final_answer}")
+            else:
+                self._lines.append(f"Stopped: {self.transcript.stop_reason}")
+        self._show()
+        return outcome
+
+    @_safe("reset the run")
+    def reset(self) -> None:
+        """What Reset does: forget the history and start over (the runner, its store and its
+        budget are kept)."""
+        self._start()
+
+    # ---- helpers
+
+    def _start(self) -> None:
+        self.transcript = Transcript(self.question)
+        self._history: list[tuple[ToolCall, Any]] = []
+        self._lines: list[str] = []
+        self.done = False
+        self.step_button.disabled = False
+        self._show()
+
+    def _show(self) -> None:
+        self.log_html.value = _pre("\n".join([f"Question: {self.question}", *self._lines]))
+        steps = len(self.transcript.steps)
+        if self.done:
+            text = f"Done after {steps} tool call(s): {self.transcript.stop_reason}."
+        else:
+            text = f"{steps} tool call(s) so far; press Step for the model's next action."
+        self.status_html.value = _message(text, "ok" if self.done else "info")
+
+    def _after_error(self) -> None:
+        self.step_button.disabled = self.done
+
+
+def _turn(
+    model: Any,
+    runner: Any,
+    question: str,
+    max_steps: int,
+    transcript: Transcript,
+    history: list[tuple[ToolCall, Any]],
+) -> Step | FinalAnswer | None:
+    """One pass of ``agent._loop``'s body, with ``runner.call`` as the executor.
+
+    ``agent.run_agent`` has no single-step function to reuse, so this is its loop body, line
+    for line: it updates ``transcript`` and ``history`` the same way and sets the same
+    ``stop_reason``. Returns the FinalAnswer, the Step just taken, or None when the run
+    stopped on ``max_steps``.
+    """
+    action = model.next_action(question, list(history))
+    if isinstance(action, FinalAnswer):
+        transcript.final_answer = action.text
+        transcript.citations = action.citations
+        transcript.stop_reason = "final_answer"
+        return action
+    if not isinstance(action, ToolCall):
+        raise TypeError(f"next_action returned {type(action).__name__}, not ToolCall or FinalAnswer")
+    if len(transcript.steps) >= max_steps:
+        transcript.stop_reason = "max_steps"
+        return None
+    result = runner.call(action.name, action.arguments)
+    step = Step(len(transcript.steps) + 1, action, result)
+    transcript.steps.append(step)
+    history.append((action, result))
+    if isinstance(result, dict) and result.get("error") == ErrorCode.BUDGET_EXHAUSTED.value:
+        transcript.stop_reason = "budget_exhausted"
+    return step
+
+
+def _finished(outcome: Step | FinalAnswer | None, transcript: Transcript) -> bool:
+    """Did this turn end the run (the same three ways ``run_agent`` returns)?"""
+    if isinstance(outcome, FinalAnswer) or outcome is None:
+        return True
+    result = outcome.result
+    return isinstance(result, dict) and result.get("error") == ErrorCode.BUDGET_EXHAUSTED.value
+
+
+def _step_line(step: Step) -> str:
+    call = step.tool_call
+    return f"{step.number}. {call.name} {_json(call.arguments)} → {_json(step.result)}"
