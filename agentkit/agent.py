@@ -125,25 +125,37 @@ def run_baseline(
 
 def _loop(model: Model, question: str, max_steps: int, execute: Callable[[str, Any], Any]) -> Transcript:
     transcript = Transcript(question)
-    history: list[tuple[ToolCall, Any]] = []
-    while True:
-        action = model.next_action(question, list(history))
-        if isinstance(action, FinalAnswer):
-            transcript.final_answer = action.text
-            transcript.citations = action.citations
-            transcript.stop_reason = "final_answer"
-            return transcript
-        if not isinstance(action, ToolCall):
-            raise TypeError(f"next_action returned {type(action).__name__}, not ToolCall or FinalAnswer")
-        if len(transcript.steps) >= max_steps:
-            transcript.stop_reason = "max_steps"
-            return transcript
-        result = execute(action.name, action.arguments)
-        transcript.steps.append(Step(len(transcript.steps) + 1, action, result))
-        history.append((action, result))
-        if isinstance(result, dict) and result.get("error") == ErrorCode.BUDGET_EXHAUSTED.value:
-            transcript.stop_reason = "budget_exhausted"
-            return transcript
+    while not take_turn(model, transcript, execute, max_steps):
+        pass
+    return transcript
+
+
+def take_turn(
+    model: Model, transcript: Transcript, execute: Callable[[str, Any], Any], max_steps: int = 8
+) -> bool:
+    """One turn of the loop: ask the model, run its tool call, record the step.
+
+    Returns True when the run is over, with ``transcript.stop_reason`` saying why. The agent
+    stepper widget calls this once per click, so stepping and ``run_agent`` cannot differ.
+    """
+    history = [(step.tool_call, step.result) for step in transcript.steps]
+    action = model.next_action(transcript.question, history)
+    if isinstance(action, FinalAnswer):
+        transcript.final_answer = action.text
+        transcript.citations = action.citations
+        transcript.stop_reason = "final_answer"
+        return True
+    if not isinstance(action, ToolCall):
+        raise TypeError(f"next_action returned {type(action).__name__}, not ToolCall or FinalAnswer")
+    if len(transcript.steps) >= max_steps:
+        transcript.stop_reason = "max_steps"
+        return True
+    result = execute(action.name, action.arguments)
+    transcript.steps.append(Step(len(transcript.steps) + 1, action, result))
+    if isinstance(result, dict) and result.get("error") == ErrorCode.BUDGET_EXHAUSTED.value:
+        transcript.stop_reason = "budget_exhausted"
+        return True
+    return False
 
 
 # --------------------------------------------------------------------------- rendering

@@ -24,7 +24,6 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 #: Where the demo notes live in a source checkout (the package is installed editable).
 DEFAULT_SOURCES = Path(__file__).resolve().parent.parent / "data" / "sources"

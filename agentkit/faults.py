@@ -29,6 +29,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from .limits import mark_landed
+
 __all__ = [
     "FAKE_API_KEY",
     "FAKE_PASSWORD",
@@ -231,6 +233,7 @@ class CommitThenTimeout(Fault):
 
     def _fault(self, number: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         value = self._inner(args, kwargs)
+        mark_landed()  # the trace learns when the write took effect, before the hang
         with self._counted:
             self._commits += 1
         self.committed.set()

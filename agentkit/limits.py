@@ -73,6 +73,24 @@ class WorkerPool:
 
 
 _POOL = WorkerPool()
+_CURRENT: contextvars.ContextVar[Attempt | None] = contextvars.ContextVar("agentkit_attempt", default=None)
+
+
+def mark_landed() -> None:
+    """Called by a handler at the moment its write takes effect (a commit, a rename).
+
+    The trace then knows when the write really landed, which may be long before the handler
+    returns (or after its caller gave up): the timeline picture shows exactly that gap.
+    Outside a boundary attempt it does nothing.
+    """
+    attempt = _CURRENT.get()
+    if attempt is not None:
+        attempt.landed_at = time.monotonic()
+
+
+def _in_attempt(attempt: Attempt, handler: Callable[..., Any], arguments: dict[str, Any]) -> Any:
+    _CURRENT.set(attempt)  # inside the copied context: never leaks to the caller
+    return handler(**arguments)
 
 
 @dataclass
@@ -89,6 +107,7 @@ class Attempt:
     error: BaseException | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    landed_at: float | None = None  # set by the handler through mark_landed(), if it knows
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _callbacks: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
@@ -137,7 +156,7 @@ def run_limited(
             attempt.started = True
             attempt.started_at = time.monotonic()
         try:
-            attempt.value = context.run(handler, **arguments)
+            attempt.value = context.run(_in_attempt, attempt, handler, arguments)
         except BaseException as exc:  # handed to the caller, who re-raises non-Exceptions
             attempt.error = exc
         finally:

@@ -8,15 +8,17 @@ One row per kind of step (handler attempts, status lookups, replays, approvals, 
   waiting for it, coloured by its outcome;
 - where an attempt ended ``outcome_unknown`` (a timeout), a vertical line marks where the
   **caller gives up**;
-- where the handler really returned later than that (``landed_at``), a star marks where the
-  **write lands**: after the caller gave up, which is why a timeout proves nothing;
+- where a write's caller never heard of it (a timeout, a dropped connection), a star marks
+  where the **write lands** (``landed_at``: when the handler marked its commit, else when it
+  really returned), often before the caller gives up: a timeout proves nothing;
 - status lookups are diamonds labelled ``done``/``not_done``/``unknown``, replays a marker
   labelled ``replayed``, approvals and refusals a marker labelled with their outcome.
 
 **Schematic by default.** Real times in a demo are tiny (milliseconds) and jitter from run to
 run, so by default (``schematic=True``) every event is placed at evenly spaced positions in
 the order it really happened: the picture is the same on every run, which a lesson (and a
-checked notebook) needs. The x axis then shows that order, not seconds. Pass
+checked notebook) needs. The x axis then carries no numbers and its label says it is
+schematic: positions show the order of events, not their durations. Pass
 ``schematic=False`` for real times, in seconds since the first step started.
 
 matplotlib is imported inside the function: ``import agentkit.timeline`` costs nothing.
@@ -119,7 +121,7 @@ def plot_timeline(
                             fontsize=8, ha="center", color=_LAND_COLOUR)
                 legend.setdefault("write lands", Line2D(
                     [], [], marker="*", markersize=12, color=_LAND_COLOUR, linestyle="none",
-                    label="write lands (handler really returned)"))
+                    label="write lands"))
         else:
             at = x[(i, "point")]
             if record.step == "status_lookup":
@@ -186,7 +188,9 @@ def _positions(records: list[TraceRecord], schematic: bool) -> dict[tuple[int, s
             events.append((record.started_at, i, "start"))
             events.append((record.ended_at, i, "end"))
             landed = record.landed_at
-            if landed is not None and landed > record.ended_at:
+            if landed is not None and record.effect != "read" and (
+                landed > record.ended_at or record.outcome != "ok"
+            ):  # a write whose caller did not hear about it: show when it really landed
                 events.append((landed, i, "land"))
         else:
             # A lookup or a replay is a moment for the reader: when its answer came.

@@ -46,10 +46,12 @@ class TraceRecord:
 
     @property
     def landed_at(self) -> float | None:
-        """When the handler really returned (later than ``ended_at`` after a timeout)."""
-        if self._handle is None or self._handle.finished_at is None:
+        """When the write took effect: the moment the handler marked (``mark_landed``), else
+        when it really returned, which after a timeout is later than ``ended_at``."""
+        handle = self._handle
+        if handle is None:
             return None
-        return self._handle.finished_at
+        return handle.landed_at if handle.landed_at is not None else handle.finished_at
 
 
 class Trace:

@@ -36,9 +36,8 @@ from typing import Any, TypeVar
 import ipywidgets as widgets
 
 from . import matrix
-from .agent import Step, Transcript
-from .errors import ErrorCode
-from .fake_model import FinalAnswer, ToolCall
+from .agent import Step, Transcript, take_turn
+from .fake_model import FinalAnswer
 
 __all__ = ["AgentStepper", "ApprovalPanel", "FailureExplorer"]
 
@@ -424,10 +423,15 @@ class AgentStepper(_Panel):
         if self.done:
             self.status_html.value = _message("The run is over: press Reset to start again.")
             return None
-        outcome = _turn(self.model, self.runner, self.question, self.max_steps, self.transcript, self._history)
-        if isinstance(outcome, Step):
+        steps_before = len(self.transcript.steps)
+        finished = take_turn(self.model, self.transcript, self.runner.call, self.max_steps)
+        outcome: Step | FinalAnswer | None = None
+        if len(self.transcript.steps) > steps_before:
+            outcome = self.transcript.steps[-1]
             self._lines.append(_step_line(outcome))
-        if _finished(outcome, self.transcript):
+        elif self.transcript.stop_reason == "final_answer":
+            outcome = FinalAnswer(self.transcript.final_answer or "", self.transcript.citations)
+        if finished:
             self.done = True
             self.step_button.disabled = True
             if self.transcript.final_answer is not None:
@@ -447,7 +451,6 @@ class AgentStepper(_Panel):
 
     def _start(self) -> None:
         self.transcript = Transcript(self.question)
-        self._history: list[tuple[ToolCall, Any]] = []
         self._lines: list[str] = []
         self.done = False
         self.step_button.disabled = False
@@ -464,49 +467,6 @@ class AgentStepper(_Panel):
 
     def _after_error(self) -> None:
         self.step_button.disabled = self.done
-
-
-def _turn(
-    model: Any,
-    runner: Any,
-    question: str,
-    max_steps: int,
-    transcript: Transcript,
-    history: list[tuple[ToolCall, Any]],
-) -> Step | FinalAnswer | None:
-    """One pass of ``agent._loop``'s body, with ``runner.call`` as the executor.
-
-    ``agent.run_agent`` has no single-step function to reuse, so this is its loop body, line
-    for line: it updates ``transcript`` and ``history`` the same way and sets the same
-    ``stop_reason``. Returns the FinalAnswer, the Step just taken, or None when the run
-    stopped on ``max_steps``.
-    """
-    action = model.next_action(question, list(history))
-    if isinstance(action, FinalAnswer):
-        transcript.final_answer = action.text
-        transcript.citations = action.citations
-        transcript.stop_reason = "final_answer"
-        return action
-    if not isinstance(action, ToolCall):
-        raise TypeError(f"next_action returned {type(action).__name__}, not ToolCall or FinalAnswer")
-    if len(transcript.steps) >= max_steps:
-        transcript.stop_reason = "max_steps"
-        return None
-    result = runner.call(action.name, action.arguments)
-    step = Step(len(transcript.steps) + 1, action, result)
-    transcript.steps.append(step)
-    history.append((action, result))
-    if isinstance(result, dict) and result.get("error") == ErrorCode.BUDGET_EXHAUSTED.value:
-        transcript.stop_reason = "budget_exhausted"
-    return step
-
-
-def _finished(outcome: Step | FinalAnswer | None, transcript: Transcript) -> bool:
-    """Did this turn end the run (the same three ways ``run_agent`` returns)?"""
-    if isinstance(outcome, FinalAnswer) or outcome is None:
-        return True
-    result = outcome.result
-    return isinstance(result, dict) and result.get("error") == ErrorCode.BUDGET_EXHAUSTED.value
 
 
 def _step_line(step: Step) -> str:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from agentkit import CallContext, Effect, ErrorCode, ToolRegistry, ToolSpec, invoke_tool
+from agentkit import CallContext, ToolRegistry, ToolSpec, invoke_tool
 from agentkit.invoke import invoke_attempt
 
 

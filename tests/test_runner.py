@@ -9,7 +9,7 @@ import time
 import pytest
 
 from agentkit.stores import canonical_json
-from agentkit import Budget, CallContext, ErrorCode, IdempotencyStore, SQLiteIdempotencyStore, ToolRegistry, ToolRunner, ToolSpec
+from agentkit import Budget, CallContext, IdempotencyStore, SQLiteIdempotencyStore, ToolRegistry, ToolRunner, ToolSpec
 
 
 class Ledger:

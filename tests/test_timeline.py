@@ -70,13 +70,13 @@ def test_schematic_places_events_evenly_in_real_order(commit_then_timeout):
     ax = plot_timeline(commit_then_timeout.runner.trace, title="commit, then timeout")
     assert ax.get_title() == "commit, then timeout"
     [bar] = ax.patches
-    assert (bar.get_x(), bar.get_width()) == (0.0, 1.0)  # attempt: events 0 → 1
+    assert (bar.get_x(), bar.get_width()) == (0.0, 2.0)  # attempt: events 0 → 2
     give_up = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
-    assert give_up and list(give_up[0].get_xdata()) == [1.0, 1.0]
+    assert give_up and list(give_up[0].get_xdata()) == [2.0, 2.0]
     lookup = next(line for line in ax.get_lines() if line.get_marker() == "D")
     star = next(line for line in ax.get_lines() if line.get_marker() == "*")
-    assert list(lookup.get_xdata()) == [2.0]  # the lookup answered after the caller gave up
-    assert list(star.get_xdata()) == [3.0]  # and the hung handler returned last
+    assert list(star.get_xdata()) == [1.0]  # the write landed before the caller gave up
+    assert list(lookup.get_xdata()) == [3.0]  # and the lookup found it afterwards
     again = plot_timeline(commit_then_timeout.runner.trace, title="commit, then timeout")
     assert [p.get_x() for p in again.patches] == [p.get_x() for p in ax.patches]
 

@@ -216,19 +216,28 @@ class LabServer:
 
 
 # --------------------------------------------------------------------------- notebook pages
+#
+# Verified against JupyterLab 4.6: an error output and a stderr stream both render as
+# `.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]` (there is no
+# `application/vnd.jupyter.error` node), and a widget renders as a `.jp-OutputArea-output`
+# without data-mime-type holding a `.jupyter-widgets` view. So the page's DOM says what the
+# learner sees, and the page's live notebook model (window.jupyterapp, exposed by the server
+# flag) says which red box is an exception and which is a stderr stream.
 
 
 @dataclass
 class CellView:
-    """One cell as the page shows it, in notebook order."""
+    """One cell as the page shows it after Run All, in notebook order."""
 
     index: int
-    code: bool
-    prompt: str
-    errors: list[str]
-    stderr: list[str]
-    widgets: int
-    widget_problems: list[str]
+    cell_type: str
+    prompt: str  # "[3]:", "[*]:", "[ ]:" or "" for markdown
+    red: list[str]  # text of every stderr-styled output node (errors and stderr streams)
+    errors: list[str]  # "Ename: evalue" of each error output in the live model
+    stderr: list[str]  # text of each stderr stream output in the live model
+    widget_outputs: int  # widget-view outputs in the live model
+    widget_views: int  # rendered `.jupyter-widgets` views in the DOM
+    widget_problems: list[str]  # "Error displaying widget ..." texts
 
     @property
     def execution_count(self) -> int | None:
@@ -243,13 +252,24 @@ class NotebookPage:
     ipynb: dict[str, Any]
     console_errors: list[str] = field(default_factory=list)
     run_seconds: float = 0.0
+    views: list[CellView] = field(default_factory=list)
 
     @property
     def cells(self) -> list[dict[str, Any]]:
         return self.ipynb["cells"]
 
+    def source(self, index: int) -> str:
+        src = self.cells[index]["source"]
+        return src if isinstance(src, str) else "".join(src)
+
     def tags(self, index: int) -> list[str]:
         return list(self.cells[index].get("metadata", {}).get("tags", []))
+
+    def may_raise(self) -> list[int]:
+        return [i for i in range(len(self.cells)) if "raises-exception" in self.tags(i)]
+
+    def must_run(self) -> list[int]:
+        return [i for i, c in enumerate(self.cells) if c["cell_type"] == "code" and self.source(i).strip()]
 
     def stored_stderr(self, index: int) -> bool:
         return any(
@@ -257,9 +277,23 @@ class NotebookPage:
             for o in self.cells[index].get("outputs", [])
         )
 
+    def find_cell(self, needle: str) -> int:
+        """Index of the first code cell whose source contains ``needle``."""
+        for i, cell in enumerate(self.cells):
+            if cell["cell_type"] == "code" and needle in self.source(i):
+                return i
+        raise LookupError(f"no code cell of {self.name} contains {needle!r}")
+
+    def cell(self, index: int) -> Any:
+        """The page's `.jp-Cell` for the .ipynb's cell ``index`` (same order, checked)."""
+        return self.page.locator(f"{PANEL} .jp-Notebook .jp-Cell").nth(index)
+
     def diagnostics(self) -> str:
         errs = "\n".join(self.console_errors[-50:]) or "(none)"
         return f"--- browser console errors ({self.name}) ---\n{errs}"
+
+
+PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 
 
 def _attach_console(page: Any, sink: list[str]) -> None:
@@ -278,49 +312,67 @@ def wait_for(page: Any, js: str, what: str, timeout: float, arg: Any = None, sta
     try:
         return page.wait_for_function(js, arg=arg, timeout=timeout * 1000, polling=200)
     except PlaywrightTimeout:
-        seen = ""
-        if status_js:
-            try:
-                seen = f" (last seen: {page.evaluate(status_js)})"
-            except Exception as exc:  # the page may be gone
-                seen = f" (status unavailable: {exc})"
-        raise LabTimeout(f"timed out after {timeout:.0f}s waiting for {what}{seen}") from None
+        raise LabTimeout(f"timed out after {timeout:.0f}s waiting for {what}{_seen(page, status_js)}") from None
+
+
+def _seen(page: Any, status_js: str | None) -> str:
+    if not status_js:
+        return ""
+    try:
+        return f" (last seen: {page.evaluate(status_js)})"
+    except Exception as exc:  # the page may be gone
+        return f" (status unavailable: {exc})"
 
 
 KERNEL_STATUS_JS = """() => {
   const app = window.jupyterapp;
   const panel = app && app.shell.currentWidget;
   const ctx = panel && panel.sessionContext;
+  const dialog = document.querySelector('.jp-Dialog');
+  const dialogText = dialog ? (dialog.textContent || '').trim().slice(0, 200) : null;
   if (ctx) {
     const kernel = ctx.session && ctx.session.kernel;
     return {ready: ctx.isReady, status: kernel ? kernel.status : 'no kernel',
-            kernelName: ctx.kernelDisplayName, path: panel.context && panel.context.path,
-            dialog: !!document.querySelector('.jp-Dialog')};
+            kernel: ctx.kernelDisplayName, path: panel.context && panel.context.path, dialog: dialogText};
   }
-  const indicator = document.querySelector('.jp-NotebookPanel .jp-Notebook-ExecutionIndicator');
-  return {ready: !!indicator, status: indicator ? indicator.getAttribute('data-status') : 'no panel',
-          dialog: !!document.querySelector('.jp-Dialog')};
-}"""
+  const indicator = document.querySelector('PANEL .jp-Notebook-ExecutionIndicator');
+  return {ready: !!indicator, status: indicator ? indicator.getAttribute('data-status') : 'no notebook panel',
+          dialog: dialogText};
+}""".replace("PANEL", PANEL)
 
 KERNEL_IDLE_JS = f"() => {{ const s = ({KERNEL_STATUS_JS})(); return s.ready && s.status === 'idle'; }}"
 
-CELLS_JS = f"""() => Array.from(document.querySelectorAll('.jp-NotebookPanel .jp-Notebook .jp-Cell')).map((c, i) => {{
-  const texts = (sel) => Array.from(c.querySelectorAll(sel)).map(e => (e.textContent || '').trim());
-  const widgetNodes = Array.from(c.querySelectorAll('.jp-OutputArea-output[data-mime-type="{WIDGET_MIME}"]'));
-  return {{
-    index: i,
-    code: c.classList.contains('jp-CodeCell'),
-    prompt: ((c.querySelector('.jp-InputArea-prompt') || {{}}).textContent || '').trim(),
-    errors: texts('.jp-OutputArea-output[data-mime-type="{ERROR_MIME}"]'),
-    stderr: texts('.jp-OutputArea-output[data-mime-type="{STDERR_MIME}"]'),
-    widgets: widgetNodes.length,
-    widget_problems: widgetNodes.map(e => (e.textContent || '').trim())
-        .filter(t => /Error displaying widget|Loading widget|model not found/i.test(t)),
-  }};
-}})"""
-
-BUSY_CELLS_JS = """() => Array.from(document.querySelectorAll('.jp-NotebookPanel .jp-Notebook .jp-CodeCell .jp-InputArea-prompt'))
-  .filter(p => (p.textContent || '').includes('*')).length"""
+CELLS_JS = """() => {
+  const app = window.jupyterapp;
+  const current = app && app.shell.currentWidget;
+  const model = current && current.content && current.content.model;
+  const nodes = Array.from(document.querySelectorAll('PANEL .jp-Notebook .jp-Cell'));
+  return nodes.map((c, i) => {
+    const texts = (sel) => Array.from(c.querySelectorAll(sel)).map(e => (e.textContent || '').trim());
+    const red = texts('.jp-OutputArea-output[data-mime-type="STDERR"]');
+    let outputs = null;
+    if (model && i < model.cells.length) {
+      const json = model.cells.get(i).toJSON();
+      outputs = json.outputs || [];
+    }
+    const errors = outputs ? outputs.filter(o => o.output_type === 'error').map(o => o.ename + ': ' + o.evalue)
+                           : red.filter(t => /Traceback \\(most recent call last\\)|^\\w+(Error|Exception)\\b/.test(t));
+    const stderr = outputs ? outputs.filter(o => o.output_type === 'stream' && o.name === 'stderr')
+                                    .map(o => Array.isArray(o.text) ? o.text.join('') : o.text)
+                           : red.filter(t => !errors.includes(t));
+    const widgetOutputs = outputs ? outputs.filter(o => o.data && o.data['WIDGET']).length : 0;
+    const views = Array.from(c.querySelectorAll('.jp-OutputArea-output'))
+                       .filter(o => o.querySelector(':scope > .jupyter-widgets')).length;
+    return {
+      index: i,
+      cell_type: c.classList.contains('jp-CodeCell') ? 'code' : (c.classList.contains('jp-MarkdownCell') ? 'markdown' : 'raw'),
+      prompt: ((c.querySelector('.jp-InputArea-prompt') || {}).textContent || '').trim(),
+      red: red, errors: errors, stderr: stderr,
+      widget_outputs: widgetOutputs, widget_views: views,
+      widget_problems: texts('.jp-OutputArea-output').filter(t => /Error displaying widget|model not found/i.test(t)),
+    };
+  });
+}""".replace("PANEL", PANEL).replace("STDERR", STDERR_MIME).replace("WIDGET", WIDGET_MIME)
 
 
 def open_notebook(context: Any, base_url: str, name: str, ipynb: dict[str, Any], timeout: float = PAGE_TIMEOUT) -> NotebookPage:
@@ -332,7 +384,7 @@ def open_notebook(context: Any, base_url: str, name: str, ipynb: dict[str, Any],
     page.goto(f"{base_url}/lab/tree/{quote(name)}?reset", wait_until="domcontentloaded", timeout=timeout * 1000)
     wait_for(
         page,
-        "() => document.querySelectorAll('.jp-NotebookPanel .jp-Notebook .jp-Cell').length > 0",
+        f"() => document.querySelectorAll('{PANEL} .jp-Notebook .jp-Cell').length > 0",
         f"{name} to open in JupyterLab",
         timeout,
     )
@@ -340,70 +392,97 @@ def open_notebook(context: Any, base_url: str, name: str, ipynb: dict[str, Any],
     return nb
 
 
-def run_all_cells(nb: NotebookPage, timeout: float = RUN_ALL_TIMEOUT) -> list[CellView]:
-    """Run → Run All Cells, then wait until no cell is queued and the kernel is idle."""
+def _run_all_command(nb: NotebookPage) -> None:
     page = nb.page
-    started = time.monotonic()
-    has_app = page.evaluate("() => !!(window.jupyterapp && window.jupyterapp.commands)")
-    if has_app:
-        page.evaluate(
-            """() => { window.__agentkitRunAll = null;
-                window.jupyterapp.commands.execute('notebook:run-all-cells').then(
-                  (r) => { window.__agentkitRunAll = {done: true, result: r}; },
-                  (e) => { window.__agentkitRunAll = {done: true, error: String(e)}; }); }"""
-        )
-        wait_for(
-            page,
-            "() => window.__agentkitRunAll && window.__agentkitRunAll.done",
-            f"'notebook:run-all-cells' to finish in {nb.name}",
-            timeout,
-            status_js=BUSY_CELLS_JS.replace("=> Array", "=> 'cells still running: ' + Array"),
-        )
-        outcome = page.evaluate("() => window.__agentkitRunAll")
-        if outcome.get("error"):
-            raise AssertionError(f"run-all-cells failed in {nb.name}: {outcome['error']}")
+    if page.evaluate("() => !!(window.jupyterapp && window.jupyterapp.commands)"):
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
     else:  # the learner's way: the Run menu
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
         page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-    remaining = max(5.0, timeout - (time.monotonic() - started))
-    wait_for(
-        page,
-        f"() => ({BUSY_CELLS_JS})() === 0 && ({KERNEL_IDLE_JS})()",
-        f"every cell of {nb.name} to finish and the kernel to be idle",
-        remaining,
-        status_js=KERNEL_STATUS_JS,
-    )
+
+
+def run_all_cells(nb: NotebookPage, timeout: float = RUN_ALL_TIMEOUT, settle: float = 1.0) -> list[CellView]:
+    """Run → Run All Cells; wait until the run is over; return what every cell shows.
+
+    Over means: the kernel is idle, no prompt reads ``[*]``, and either every non-empty code
+    cell shows an execution count or an exception outside a ``raises-exception`` cell has
+    stopped the run -- steadily for ``settle`` seconds (JupyterLab resets the prompts of queued
+    cells once a ``raises-exception`` cell fails while the kernel still runs them, and the
+    kernel is briefly idle between two cells).
+    """
+    page = nb.page
+    started = time.monotonic()
+    _run_all_command(nb)
+    must_run, may_raise = set(nb.must_run()), set(nb.may_raise())
+    deadline = started + timeout
+    steady_since: float | None = None
+    last = ""
+    while True:
+        idle = page.evaluate(KERNEL_IDLE_JS)
+        views = read_cells(nb)
+        busy = [v.index for v in views if "*" in v.prompt]
+        missing = [i for i in sorted(must_run) if i >= len(views) or views[i].execution_count is None]
+        stopped = [v.index for v in views if v.errors and v.index not in may_raise]
+        over = idle and not busy and (not missing or stopped)
+        last = f"kernel idle={idle}, running={busy}, not yet run={missing[:10]}, stopped by error in={stopped}"
+        now = time.monotonic()
+        if over:
+            steady_since = steady_since or now
+            if now - steady_since >= settle:
+                break
+        else:
+            steady_since = None
+        if now > deadline:
+            raise LabTimeout(f"timed out after {timeout:.0f}s waiting for Run All Cells in {nb.name} ({last})")
+        time.sleep(0.2)
     nb.run_seconds = time.monotonic() - started
-    return read_cells(nb)
+    _wait_widgets_rendered(nb, max(5.0, deadline - time.monotonic()))
+    nb.views = read_cells(nb)
+    return nb.views
+
+
+def _wait_widgets_rendered(nb: NotebookPage, timeout: float) -> None:
+    """Widget views render after their display message; give them a bounded moment."""
+    deadline = time.monotonic() + min(timeout, WIDGET_TIMEOUT)
+    while time.monotonic() < deadline:
+        if all(v.widget_views >= v.widget_outputs or v.widget_problems for v in read_cells(nb)):
+            return
+        time.sleep(0.2)
 
 
 def read_cells(nb: NotebookPage) -> list[CellView]:
     return [CellView(**c) for c in nb.page.evaluate(CELLS_JS)]
 
 
-def problems(nb: NotebookPage, views: list[CellView]) -> list[str]:
+def problems(nb: NotebookPage, views: list[CellView] | None = None) -> list[str]:
     """What a learner would see go wrong after Run All: one line per problem, empty if none."""
-    found: list[str] = []
+    views = nb.views if views is None else views
     if len(views) != len(nb.cells):
-        found.append(f"the page shows {len(views)} cells, the .ipynb has {len(nb.cells)}")
-        return found
+        return [f"the page shows {len(views)} cells, {nb.name} has {len(nb.cells)}"]
+    found: list[str] = []
     for view, cell in zip(views, nb.cells):
         i = view.index
-        where = f"cell {i} ({cell['cell_type']}: {''.join(cell['source'])[:60]!r})"
+        where = f"cell {i} ({nb.source(i).strip().splitlines()[0][:70] if nb.source(i).strip() else ''!r})"
+        if view.cell_type != cell["cell_type"]:
+            found.append(f"{where}: the page shows a {view.cell_type} cell, the .ipynb a {cell['cell_type']} cell")
+            continue
         if cell["cell_type"] != "code":
             continue
         allowed = "raises-exception" in nb.tags(i)
-        if view.execution_count is None and "".join(cell["source"]).strip():
+        if view.execution_count is None and i in nb.must_run():
             found.append(f"{where} did not run (prompt {view.prompt!r})")
         if view.errors and not allowed:
-            found.append(f"{where} shows an error output:\n{_indent(view.errors[0][-1500:])}")
+            shown = next((t for t in view.red if t), view.errors[0])
+            found.append(f"{where} shows an error: {view.errors[0]}\n{_indent(shown[-2000:])}")
         if view.stderr and not allowed and not nb.stored_stderr(i):
             found.append(f"{where} writes to stderr (the stored notebook does not):\n{_indent(view.stderr[0][-1500:])}")
         for text in view.widget_problems:
-            found.append(f"{where} shows a widget that did not render: {text[:200]!r}")
-        stored_widgets = sum(WIDGET_MIME in o.get("data", {}) for o in cell.get("outputs", []))
-        if stored_widgets and not view.widgets:
-            found.append(f"{where} displays no widget (the stored notebook displays {stored_widgets})")
+            found.append(f"{where} shows a widget that did not render: {text[:300]!r}")
+        if view.widget_views < view.widget_outputs:
+            found.append(f"{where} displays {view.widget_outputs} widget(s) but {view.widget_views} rendered")
+        stored = sum(WIDGET_MIME in o.get("data", {}) for o in cell.get("outputs", []))
+        if stored and not view.widget_outputs:
+            found.append(f"{where} displays no widget (the stored notebook displays {stored})")
     return found
 
 
