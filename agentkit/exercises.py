@@ -625,7 +625,7 @@ session_pattern = r"\\bsess_[0-9a-f]{32}\\b"
         )
 
 
-def _leaks(session: str, data: str, piece: int = 6) -> bool:
+def _leaks(session: str, data: str, piece: int = 4) -> bool:
     """True when any ``piece`` hex digits of the session id still reach the model: half a
     secret is still a secret."""
     digits = session[len("sess_"):]

@@ -48,13 +48,13 @@ class ToolSpec:
     timeout_seconds: float
     max_attempts: int
     max_output_chars: int
-    handler: Callable[..., Any]
+    handler: Callable[..., Any] = field(repr=False)
     parameters: dict[str, Any] | None = None
     max_argument_chars: int = 65_536
     required_scopes: frozenset[str] = field(default_factory=frozenset)
     max_concurrency: int | None = None
-    status_lookup: Callable[..., Any] | None = None
-    idempotency_key: Callable[..., str] | None = None
+    status_lookup: Callable[..., Any] | None = field(default=None, repr=False)
+    idempotency_key: Callable[..., str] | None = field(default=None, repr=False)
     redact: bool = True
 
     def __post_init__(self) -> None:

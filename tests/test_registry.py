@@ -194,3 +194,8 @@ def test_describe_mcp_annotations_follow_the_effect(three_tools):
 def test_describe_unknown_format(three_tools):
     with pytest.raises(ValueError, match="openai"):
         three_tools.describe("gemini")
+
+
+def test_spec_repr_is_deterministic():
+    text = repr(make(status_lookup=lambda **kw: None))
+    assert "0x" not in text and "name='search'" in text

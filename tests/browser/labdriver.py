@@ -22,7 +22,9 @@ from typing import Any
 from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOKS = ROOT / "notebooks"
+# The notebooks to copy and drive; another folder only to try the harness itself on a
+# doctored copy (say, with a widget cell broken on purpose).
+NOTEBOOKS = Path(os.environ.get("AGENTKIT_BROWSER_NOTEBOOKS") or ROOT / "notebooks").resolve()
 ARTIFACTS = ROOT / "test-artifacts"
 NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 
