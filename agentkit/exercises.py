@@ -24,9 +24,9 @@ whether or not :func:`agentkit.set_testing` was called.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +34,7 @@ from . import faults
 from .context import CallContext
 from .invoke import invoke_tool
 from .registry import ToolRegistry
+from .render import render_value
 from .runner import ToolRunner
 from .spec import Effect, ToolSpec
 
@@ -214,10 +215,10 @@ def draft_status(drafts, draft_id, text):
                 "the draft was saved but the reply was lost, and the model saw "
                 f"{run['result'].get('error')}: your lookup should have found the saved draft."
             )
-        if run["result"].get("data") != _as_json(receipt):
+        if run["result"].get("data") != render_value(receipt):
             return (
                 "your lookup's receipt differs from save_draft's: the model saw "
-                f"{run['result'].get('data')} instead of {_as_json(receipt)}."
+                f"{run['result'].get('data')} instead of {render_value(receipt)}."
             )
 
         # 2. The request is lost before anything is written: the lookup must say "not done".
@@ -724,10 +725,4 @@ q2 = EffectLevelExercise()
 q3 = IdempotencyKeyExercise()
 q4 = RedactionExercise()
 q5 = ReadLimitsExercise()
-
-
-def _as_json(value: Any) -> str:
-    from .render import render_value
-
-    return render_value(value)
 

@@ -117,7 +117,7 @@ def plot_timeline(
                 land = x[(i, "land")]
                 ax.plot([end, land], [y, y], color=_LAND_COLOUR, linestyle=":", linewidth=1.2)
                 ax.plot([land], [y], marker="*", markersize=14, color=_LAND_COLOUR, linestyle="none")
-                ax.annotate("write lands", (land, y), xytext=(0, 9), textcoords="offset points",
+                ax.annotate("write lands", (land, y), xytext=(0, -16), textcoords="offset points",
                             fontsize=8, ha="center", color=_LAND_COLOUR)
                 legend.setdefault("write lands", Line2D(
                     [], [], marker="*", markersize=12, color=_LAND_COLOUR, linestyle="none",

@@ -28,10 +28,14 @@ def run(path: Path) -> float:
         resources={"metadata": {"path": str(path.parent)}},
         record_timing=False,
         allow_errors=False,
+        # Widget model ids are random: storing their state would change the file on every
+        # run. Unrun, a stored widget shows its short text repr until its cell runs again.
+        store_widget_state=False,
     )
     started = time.perf_counter()
     client.execute()
     elapsed = time.perf_counter() - started
+    notebook.metadata.pop("widgets", None)
     nbformat.write(notebook, path)
     return elapsed
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -485,6 +486,9 @@ def problems(nb: NotebookPage, views: list[CellView] | None = None) -> list[str]
         stored = sum(WIDGET_MIME in o.get("data", {}) for o in cell.get("outputs", []))
         if stored and not view.widget_outputs:
             found.append(f"{where} displays no widget (the stored notebook displays {stored})")
+    # An uncaught exception in the page (a widget view that crashed, say); console.error lines
+    # are only reported with a failure, some are JupyterLab's own noise.
+    found += [f"the page raised: {e.removeprefix('pageerror: ')}" for e in nb.console_errors if e.startswith("pageerror:")]
     return found
 
 
@@ -494,6 +498,40 @@ def _indent(text: str) -> str:
 
 def read_ipynb(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+# --------------------------------------------------------------------------- widgets
+
+
+def widget_root(nb: NotebookPage, css: str, timeout: float = WIDGET_TIMEOUT) -> Any:
+    """The first rendered widget whose root has the CSS class ``css``, scrolled into view."""
+    root = nb.page.locator(f"{PANEL} .jp-OutputArea-output .{css}").first
+    root.wait_for(state="attached", timeout=timeout * 1000)
+    root.scroll_into_view_if_needed()
+    return root
+
+
+def dropdown(root: Any, description: str) -> Any:
+    """The ``<select>`` of the ipywidgets Dropdown whose ``<label>`` reads ``description``."""
+    label = root.page.locator("label.widget-label", has_text=re.compile(rf"^\s*{re.escape(description)}\s*$"))
+    return root.locator(".widget-dropdown").filter(has=label).locator("select").first
+
+
+def choose(root: Any, description: str, option_text: str) -> None:
+    """Pick an option by the text a learner reads (ipywidgets renders its spaces as &nbsp;)."""
+    from playwright.sync_api import expect
+
+    select = dropdown(root, description)
+    texts = [t.replace("\xa0", " ").strip() for t in select.locator("option").all_text_contents()]
+    assert option_text in texts, f"the {description!r} dropdown offers {texts}, not {option_text!r}"
+    index = texts.index(option_text)
+    select.select_option(index=index)
+    expect(select).to_have_value(select.locator("option").nth(index).get_attribute("value") or "")
+
+
+def button(root: Any, name: str) -> Any:
+    """The ipywidgets Buttons inside ``root`` whose text is ``name``."""
+    return root.locator("button.widget-button").filter(has_text=re.compile(rf"^\s*{re.escape(name)}\s*$"))
 
 
 def shot(locator: Any, name: str, folder: Path = ARTIFACTS) -> Path:

@@ -31,38 +31,23 @@ def _expect() -> Any:
 
 def _widget(nb: lab.NotebookPage, css: str, needle: str) -> Any:
     """The first rendered widget with root class ``css`` in the page of ``nb``."""
-    root = nb.page.locator(f"{lab.PANEL} .jp-OutputArea-output .{css}").first
     try:
-        root.wait_for(state="attached", timeout=TIMEOUT_MS)
+        return lab.widget_root(nb, css)
     except Exception:
         pytest.fail(
-            f"{nb.name} shows no .{css} after Run All Cells (the cell with {needle!r} is cell "
-            f"{nb.find_cell(needle)})",
+            f"{nb.name} shows no .{css} after Run All Cells (its first cell with {needle!r} "
+            f"is cell {nb.find_cell(needle)})",
             pytrace=False,
         )
-    root.scroll_into_view_if_needed()
-    return root
 
 
-def _dropdown(root: Any, description: str) -> Any:
-    """The ``<select>`` of the ipywidgets Dropdown whose ``<label>`` reads ``description``."""
-    box = root.locator(".widget-dropdown").filter(
-        has=root.page.locator("label.widget-label", has_text=re.compile(rf"^\s*{re.escape(description)}\s*$"))
-    )
-    return box.locator("select").first
-
-
-def _choose(root: Any, description: str, option_text: str) -> None:
-    """Pick an option by the text a learner reads (ipywidgets renders spaces as &nbsp;)."""
-    select = _dropdown(root, description)
-    texts = [t.replace("\xa0", " ").strip() for t in select.locator("option").all_text_contents()]
-    assert option_text in texts, f"the {description!r} dropdown offers {texts}, not {option_text!r}"
-    select.select_option(index=texts.index(option_text))
-    _expect()(select).to_have_value(select.locator("option").nth(texts.index(option_text)).get_attribute("value"))
-
-
-def _button(root: Any, name: str) -> Any:
-    return root.locator("button.widget-button").filter(has_text=re.compile(rf"^\s*{re.escape(name)}\s*$"))
+def _press_and_wait_fresh(run: Any, result: Any) -> None:
+    """Press Run and wait for a result rendered by this press. A later cell of the notebook may
+    have played the same pair already, so the page's copy of the old result is blanked first
+    (in the DOM only): text that shows up again was re-rendered from the kernel's answer."""
+    result.evaluate("e => { for (const c of e.querySelectorAll('.widget-html-content')) c.innerHTML = ''; }")
+    run.click()
+    _expect()(result).to_contain_text("handler calls:", timeout=TIMEOUT_MS)
 
 
 def test_failure_explorer(notebooks):
@@ -70,20 +55,20 @@ def test_failure_explorer(notebooks):
     nb = notebooks.run(notebooks.displaying("FailureExplorer(", prefer=("05",)))
     root = _widget(nb, "agentkit-failure-explorer", "FailureExplorer(")
     result = root.locator(".agentkit-explorer-result")
-    run = _button(root, "Run").first
+    run = lab.button(root, "Run").first
 
     # A transient disconnect on a reversible write: retried under its key, written once.
-    _choose(root, "Failure", label("transient_disconnect"))
-    _choose(root, "Effect", label("reversible_write"))
-    run.click()
+    lab.choose(root, "Failure", label("transient_disconnect"))
+    lab.choose(root, "Effect", label("reversible_write"))
+    _press_and_wait_fresh(run, result)
     expect(result).to_contain_text("result: ok", timeout=TIMEOUT_MS)
     expect(result).to_contain_text(re.compile(r"handler calls: 1\b"))
     expect(result).to_contain_text("matches the matrix: yes")
 
     # A timeout on an irreversible write: the outcome is unknown, and it is never retried.
-    _choose(root, "Failure", label("timeout_outcome_unknown"))
-    _choose(root, "Effect", label("irreversible_write"))
-    run.click()
+    lab.choose(root, "Failure", label("timeout_outcome_unknown"))
+    lab.choose(root, "Effect", label("irreversible_write"))
+    _press_and_wait_fresh(run, result)
     expect(result).to_contain_text("error: outcome_unknown", timeout=TIMEOUT_MS)
     expect(result).to_contain_text(re.compile(r"handler calls: 1\b"))
     expect(result).to_contain_text("matches the matrix: yes")
@@ -101,13 +86,17 @@ def test_approval_panel(notebooks):
     if rows.count() == 0:
         shown = [t.strip() for t in panels.all_inner_texts()]
         pytest.fail(f"no ApprovalPanel of {name} lists a pending send_message; they show: {shown}", pytrace=False)
-    panel = panels.filter(has=nb.page.locator(".agentkit-approval-row", has_text="send_message")).first
+    # Pin the panel by position: the row leaves the panel once approved.
+    index = next(i for i in range(panels.count())
+                 if panels.nth(i).locator(".agentkit-approval-row").filter(has_text="send_message").count())
+    panel = panels.nth(index)
     row = panel.locator(".agentkit-approval-row").filter(has_text="send_message").first
     panel.scroll_into_view_if_needed()
     status = panel.locator(".agentkit-approval-status")
     approval_id = row.locator("small").first.inner_text().strip()
+    lab.shot(panel, "approval-panel-pending.png")
 
-    _button(row, "Approve").first.click()
+    lab.button(row, "Approve").first.click()
     expect(status).to_contain_text(f"approved {approval_id}: ok", timeout=TIMEOUT_MS)
     expect(status).to_contain_text(re.compile(r"handler calls: 1\b"))
     expect(panel.locator(".agentkit-approval-row").filter(has_text=approval_id)).to_have_count(0)
@@ -119,9 +108,9 @@ def test_agent_stepper(notebooks):
     nb = notebooks.run(notebooks.displaying("AgentStepper(", prefer=("01", "05")))
     root = _widget(nb, "agentkit-agent-stepper", "AgentStepper(")
     log = root.locator(".agentkit-stepper-log")
-    step = _button(root, "Step").first
+    step = lab.button(root, "Step").first
     if step.is_disabled():  # a later cell already ran it to the end: start over, as a learner would
-        _button(root, "Reset").first.click()
+        lab.button(root, "Reset").first.click()
         expect(step).to_be_enabled(timeout=TIMEOUT_MS)
 
     presses = 0
