@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import agentkit
+from agentkit import CallContext, ToolRunner
+from agentkit.corpus import Corpus
+from agentkit.demo_tools import make_demo_registry
 
 
 @pytest.fixture(autouse=True)
@@ -38,3 +43,45 @@ class Counted:
 @pytest.fixture
 def counted() -> Callable[[Callable[..., Any]], Counted]:
     return Counted
+
+
+# ------------------------------------------------------------------ the demo tools
+
+
+@pytest.fixture(scope="module")
+def corpus() -> Corpus:
+    return Corpus.load()
+
+
+class Calls:
+    """Counts real handler calls per tool; ``faults[name](handler, **kwargs)`` replaces a call."""
+
+    def __init__(self, faults: dict | None = None) -> None:
+        self.count: Counter[str] = Counter()
+        self.faults = faults or {}
+
+    def __call__(self, name, handler):
+        @functools.wraps(handler)
+        def counted(**kwargs):
+            self.count[name] += 1
+            if name in self.faults:
+                return self.faults[name](handler, **kwargs)
+            return handler(**kwargs)
+
+        return counted
+
+
+@pytest.fixture
+def calls() -> Calls:
+    return Calls()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    return tmp_path / "ws"
+
+
+@pytest.fixture
+def runner(workspace, corpus, calls) -> ToolRunner:
+    registry = make_demo_registry(workspace, corpus, wrap=calls)
+    return ToolRunner(registry, context=CallContext(task_id="t1"), sleep=lambda s: None)

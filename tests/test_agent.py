@@ -3,17 +3,14 @@ and every misbehaviour ending with its stable code, the right handler count, and
 
 from __future__ import annotations
 
-import functools
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from conftest import Calls
 
-import agentkit
-from agentkit import Budget, CallContext, ToolRunner, baseline
+from agentkit import Budget, ToolRunner, baseline
 from agentkit.agent import STOP_REASONS, Transcript, run_agent, run_baseline
-from agentkit.corpus import Corpus
 from agentkit.demo_tools import make_demo_registry, outbox_lines
 from agentkit.fake_model import MISBEHAVIOURS, FakeModel, FinalAnswer, ToolCall, first_sentence
 
@@ -22,52 +19,6 @@ QUESTIONS = [
     "approval before sending a payment",
     "what happens when a tool times out",
 ]
-
-
-@pytest.fixture(autouse=True)
-def instant_backoff():
-    agentkit.set_testing(True)
-    yield
-    agentkit.set_testing(False)
-
-
-@pytest.fixture(scope="module")
-def corpus() -> Corpus:
-    return Corpus.load()
-
-
-class Calls:
-    """Counts real handler calls per tool; ``faults[name](handler, **kwargs)`` replaces a call."""
-
-    def __init__(self, faults: dict | None = None) -> None:
-        self.count: Counter[str] = Counter()
-        self.faults = faults or {}
-
-    def __call__(self, name, handler):
-        @functools.wraps(handler)
-        def counted(**kwargs):
-            self.count[name] += 1
-            if name in self.faults:
-                return self.faults[name](handler, **kwargs)
-            return handler(**kwargs)
-
-        return counted
-
-
-@pytest.fixture
-def calls() -> Calls:
-    return Calls()
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    return tmp_path / "ws"
-
-
-@pytest.fixture
-def runner(workspace, corpus, calls) -> ToolRunner:
-    registry = make_demo_registry(workspace, corpus, wrap=calls)
-    return ToolRunner(registry, context=CallContext(task_id="t1"), sleep=lambda s: None)
 
 
 # --------------------------------------------------------------------------- the fake model

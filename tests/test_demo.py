@@ -6,16 +6,14 @@ code alone cannot show whether the tool ran.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from conftest import Calls
 
-import agentkit
 from agentkit import Budget, CallContext, ToolRunner
 from agentkit.corpus import SNIPPET_CHARS, Corpus, Document, parse_document, tokenize
 from agentkit.demo_tools import (
@@ -27,52 +25,6 @@ from agentkit.demo_tools import (
     outbox_lines,
     workspace_path,
 )
-
-
-@pytest.fixture(autouse=True)
-def instant_backoff():
-    agentkit.set_testing(True)
-    yield
-    agentkit.set_testing(False)
-
-
-@pytest.fixture(scope="module")
-def corpus() -> Corpus:
-    return Corpus.load()
-
-
-class Calls:
-    """A ``wrap`` for make_demo_registry that counts real handler calls per tool."""
-
-    def __init__(self, faults: dict | None = None) -> None:
-        self.count: Counter[str] = Counter()
-        self.faults = faults or {}
-
-    def __call__(self, name, handler):
-        @functools.wraps(handler)
-        def counted(**kwargs):
-            self.count[name] += 1
-            if name in self.faults:
-                return self.faults[name](handler, **kwargs)
-            return handler(**kwargs)
-
-        return counted
-
-
-@pytest.fixture
-def calls() -> Calls:
-    return Calls()
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    return tmp_path / "ws"
-
-
-@pytest.fixture
-def runner(workspace, corpus, calls) -> ToolRunner:
-    registry = make_demo_registry(workspace, corpus, wrap=calls)
-    return ToolRunner(registry, context=CallContext(task_id="t1"), sleep=lambda s: None)
 
 
 # --------------------------------------------------------------------------- corpus

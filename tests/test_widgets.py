@@ -25,18 +25,6 @@ from agentkit.widgets import AgentStepper, ApprovalPanel, FailureExplorer  # noq
 QUESTION = "idempotency key retry"
 
 
-@pytest.fixture(autouse=True)
-def instant_backoff():
-    agentkit.set_testing(True)
-    yield
-    agentkit.set_testing(False)
-
-
-@pytest.fixture(scope="module")
-def corpus() -> Corpus:
-    return Corpus.load()
-
-
 def _runner(workspace: Path, corpus: Corpus) -> ToolRunner:
     registry = make_demo_registry(workspace, corpus)
     return ToolRunner(registry, context=CallContext(task_id="t1"), sleep=lambda s: None)

@@ -15,6 +15,7 @@ the pages it used, and a screenshot of each page under ``test-artifacts/failures
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,10 +27,10 @@ _SESSION: dict[str, Any] = {"server": None, "notebooks": None}
 
 @pytest.fixture(scope="session")
 def chromium() -> str:
-    try:
-        return lab.chromium_path()
-    except lab.ChromiumMissing as exc:
-        pytest.fail(str(exc), pytrace=False)
+    path = shutil.which("chromium")
+    if path is None:  # fail, never skip: CI must not pass without the browser suite
+        pytest.fail(lab.CHROMIUM_MISSING, pytrace=False)
+    return path
 
 
 @pytest.fixture(scope="session")
@@ -38,11 +39,14 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[lab.LabServ
     root = lab.copy_notebooks(work / "notebooks")
     server = lab.LabServer(root, work)
     _SESSION["server"] = server
+    problem = None
     try:
         server.start()
     except Exception as exc:
         server.stop()
-        pytest.fail(f"JupyterLab did not start: {exc}", pytrace=False)
+        problem = f"JupyterLab did not start: {exc}"
+    if problem:
+        pytest.fail(problem, pytrace=False)
     try:
         yield server
     finally:
@@ -54,10 +58,13 @@ def browser(chromium: str) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
+        problem = None
         try:
             browser = lab.launch_browser(playwright)
         except Exception as exc:
-            pytest.fail(f"could not launch {chromium} headless: {exc}", pytrace=False)
+            problem = f"could not launch {chromium} headless: {exc}"
+        if problem:
+            pytest.fail(problem, pytrace=False)
         try:
             yield browser
         finally:
@@ -97,8 +104,10 @@ class Notebooks:
             self.pages[name] = nb
             self.used.append(nb)
             lab.run_all_cells(nb)
-        elif nb not in self.used:
-            self.used.append(nb)
+        else:
+            nb.page.bring_to_front()  # a background tab's timers and frames are throttled
+            if nb not in self.used:
+                self.used.append(nb)
         return nb
 
     def close(self, name: str) -> None:
@@ -146,7 +155,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     for nb in list(session.used) if session is not None else []:
         report.sections.append((f"browser console errors: {nb.name}", nb.diagnostics()))
         try:
-            slug = re.sub(r"[^\w.-]+", "_", f"{item.name}-{nb.name}")
+            slug = re.sub(r"[^\w.-]+", "_", item.name if nb.name in item.name else f"{item.name}-{nb.name}")
             path = lab.ARTIFACTS / "failures" / f"{slug}.png"
             path.parent.mkdir(parents=True, exist_ok=True)
             nb.page.screenshot(path=str(path), full_page=True, timeout=10_000)

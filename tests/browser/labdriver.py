@@ -53,6 +53,13 @@ STDERR_MIME = "application/vnd.jupyter.stderr"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
+try:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+except ImportError:  # only the fixtures need playwright; `make test` merely collects this suite
+    class PlaywrightTimeout(Exception):  # type: ignore[no-redef]
+        pass
+
+
 class ChromiumMissing(RuntimeError):
     pass
 
@@ -223,9 +230,10 @@ class LabServer:
 # Verified against JupyterLab 4.6: an error output and a stderr stream both render as
 # `.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]` (there is no
 # `application/vnd.jupyter.error` node), and a widget renders as a `.jp-OutputArea-output`
-# without data-mime-type holding a `.jupyter-widgets` view. So the page's DOM says what the
-# learner sees, and the page's live notebook model (window.jupyterapp, exposed by the server
-# flag) says which red box is an exception and which is a stderr stream.
+# without data-mime-type holding a `.jupyter-widgets` view (both error selectors are kept,
+# should a later JupyterLab mark errors apart). So the page's DOM says what the learner sees,
+# and the page's live notebook model (window.jupyterapp, exposed by the server flag) says
+# which red box is an exception and which is a stderr stream.
 
 
 @dataclass
@@ -287,10 +295,6 @@ class NotebookPage:
                 return i
         raise LookupError(f"no code cell of {self.name} contains {needle!r}")
 
-    def cell(self, index: int) -> Any:
-        """The page's `.jp-Cell` for the .ipynb's cell ``index`` (same order, checked)."""
-        return self.page.locator(f"{PANEL} .jp-Notebook .jp-Cell").nth(index)
-
     def diagnostics(self) -> str:
         errs = "\n".join(self.console_errors[-50:]) or "(none)"
         return f"--- browser console errors ({self.name}) ---\n{errs}"
@@ -310,8 +314,6 @@ def _attach_console(page: Any, sink: list[str]) -> None:
 
 def wait_for(page: Any, js: str, what: str, timeout: float, arg: Any = None, status_js: str | None = None) -> Any:
     """``page.wait_for_function`` with a message that says what never happened."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
     try:
         return page.wait_for_function(js, arg=arg, timeout=timeout * 1000, polling=200)
     except PlaywrightTimeout:
@@ -352,7 +354,7 @@ CELLS_JS = """() => {
   const nodes = Array.from(document.querySelectorAll('PANEL .jp-Notebook .jp-Cell'));
   return nodes.map((c, i) => {
     const texts = (sel) => Array.from(c.querySelectorAll(sel)).map(e => (e.textContent || '').trim());
-    const red = texts('.jp-OutputArea-output[data-mime-type="STDERR"]');
+    const red = texts('.jp-OutputArea-output[data-mime-type="STDERR"], .jp-OutputArea-output[data-mime-type="ERROR"]');
     let outputs = null;
     if (model && i < model.cells.length) {
       const json = model.cells.get(i).toJSON();
@@ -375,7 +377,7 @@ CELLS_JS = """() => {
       widget_problems: texts('.jp-OutputArea-output').filter(t => /Error displaying widget|model not found/i.test(t)),
     };
   });
-}""".replace("PANEL", PANEL).replace("STDERR", STDERR_MIME).replace("WIDGET", WIDGET_MIME)
+}""".replace("PANEL", PANEL).replace("STDERR", STDERR_MIME).replace("ERROR", ERROR_MIME).replace("WIDGET", WIDGET_MIME)
 
 
 def open_notebook(context: Any, base_url: str, name: str, ipynb: dict[str, Any], timeout: float = PAGE_TIMEOUT) -> NotebookPage:
@@ -395,13 +397,40 @@ def open_notebook(context: Any, base_url: str, name: str, ipynb: dict[str, Any],
     return nb
 
 
-def _run_all_command(nb: NotebookPage) -> None:
+PROMPTS_JS = f"""() => Array.from(document.querySelectorAll('{PANEL} .jp-Notebook .jp-CodeCell .jp-InputArea-prompt'))
+  .map(p => (p.textContent || '').trim())"""
+
+
+def _command(nb: NotebookPage, command: str, menu: str, item: str) -> None:
+    """A JupyterLab command, through ``window.jupyterapp`` when exposed, else the menu bar."""
     page = nb.page
     if page.evaluate("() => !!(window.jupyterapp && window.jupyterapp.commands)"):
-        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-    else:  # the learner's way: the Run menu
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        # Not awaited here: the caller waits, with a deadline, for what the command does.
+        page.evaluate("(id) => { window.jupyterapp.commands.execute(id); }", command)
+    else:  # the learner's way
+        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(rf"^{menu}$")).first.click()
+        page.locator(".lm-Menu-item:not(.lm-mod-disabled) .lm-Menu-itemLabel",
+                     has_text=re.compile(rf"^{re.escape(item)}$")).first.click()
+
+
+def _start_run_all(nb: NotebookPage, timeout: float) -> None:
+    """Edit → Clear Outputs of All Cells (so every execution count seen later is from this
+    run, not the stored one), then Run → Run All Cells, and wait for the run to start."""
+    page = nb.page
+    _command(nb, "notebook:clear-all-cell-outputs", "Edit", "Clear Outputs of All Cells")
+    wait_for(page, f"() => ({PROMPTS_JS})().every(t => !/\\d/.test(t))",
+             f"the stored outputs of {nb.name} to clear", timeout,
+             status_js=f"() => 'prompts: ' + ({PROMPTS_JS})().join(' ')")
+    started = f"() => ({PROMPTS_JS})().some(t => /[*\\d]/.test(t))"
+    for attempt in (1, 2):  # a menu opened while the page still settles can miss its click
+        _command(nb, "notebook:run-all-cells", "Run", "Run All Cells")
+        try:
+            wait_for(page, started, f"Run All Cells to start in {nb.name}", min(timeout, 15.0))
+            return
+        except LabTimeout:
+            if attempt == 2:
+                raise
+            page.keyboard.press("Escape")
 
 
 def run_all_cells(nb: NotebookPage, timeout: float = RUN_ALL_TIMEOUT, settle: float = 1.0) -> list[CellView]:
@@ -415,9 +444,9 @@ def run_all_cells(nb: NotebookPage, timeout: float = RUN_ALL_TIMEOUT, settle: fl
     """
     page = nb.page
     started = time.monotonic()
-    _run_all_command(nb)
-    must_run, may_raise = set(nb.must_run()), set(nb.may_raise())
     deadline = started + timeout
+    _start_run_all(nb, timeout)
+    must_run, may_raise = set(nb.must_run()), set(nb.may_raise())
     steady_since: float | None = None
     last = ""
     while True:

@@ -25,9 +25,11 @@ def test_there_are_notebooks():
 def test_run_all_cells_shows_no_error(notebooks, name):
     nb = notebooks.run(name)
     found = lab.problems(nb)
-    assert not found, (
-        f"{name}, opened in JupyterLab and run with Run All Cells ({nb.run_seconds:.1f}s):\n- "
-        + "\n- ".join(found)
-    )
+    if found:
+        pytest.fail(
+            f"{name}, opened in JupyterLab and run with Run All Cells ({nb.run_seconds:.1f}s):\n- "
+            + "\n- ".join(found),
+            pytrace=False,
+        )
     if not any(w in nb.source(i) for i in range(len(nb.cells)) for w in WIDGETS):
         notebooks.close(name)

@@ -33,12 +33,13 @@ def _widget(nb: lab.NotebookPage, css: str, needle: str) -> Any:
     """The first rendered widget with root class ``css`` in the page of ``nb``."""
     try:
         return lab.widget_root(nb, css)
-    except Exception:
-        pytest.fail(
-            f"{nb.name} shows no .{css} after Run All Cells (its first cell with {needle!r} "
-            f"is cell {nb.find_cell(needle)})",
-            pytrace=False,
-        )
+    except lab.PlaywrightTimeout:
+        pass
+    pytest.fail(
+        f"{nb.name} shows no .{css} widget after Run All Cells (its first cell with {needle!r} "
+        f"is cell {nb.find_cell(needle)}); see the error above it in the page",
+        pytrace=False,
+    )
 
 
 def _press_and_wait_fresh(run: Any, result: Any) -> None:
