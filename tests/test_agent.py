@@ -7,7 +7,6 @@ import json
 from collections import Counter
 
 import pytest
-from conftest import Calls
 
 from agentkit import Budget, ToolRunner, baseline
 from agentkit.agent import STOP_REASONS, Transcript, run_agent, run_baseline
@@ -174,11 +173,11 @@ def test_every_misbehaviour_ends_with_a_known_stop_reason(workspace, corpus):
         assert transcript.stop_reason in STOP_REASONS, mode
 
 
-def test_a_failing_tool_is_explained_in_the_answer(workspace, corpus):
+def test_a_failing_tool_is_explained_in_the_answer(workspace, corpus, calls):
     def always_down(handler, **kwargs):
         raise ConnectionError("search backend unreachable")
 
-    calls = Calls({"search_local_sources": always_down})
+    calls.faults["search_local_sources"] = always_down
     runner = ToolRunner(make_demo_registry(workspace, corpus, wrap=calls), sleep=lambda s: None)
     transcript = run_agent(FakeModel(), runner, "idempotency key retry")
     assert transcript.steps[0].result["attempts"] == 3  # a read is retried, up to max_attempts
@@ -225,7 +224,7 @@ def test_non_dict_arguments_never_raise(runner):
 # --------------------------------------------------------------------------- the baseline's flaw
 
 
-def test_baseline_misreports_a_bug_as_bad_arguments(monkeypatch, workspace, corpus):
+def test_baseline_misreports_a_bug_as_bad_arguments(monkeypatch, workspace, corpus, calls):
     def buggy_get_document(doc_id: str) -> dict:
         return corpus.get(doc_id)["text"] + 1  # a bug: str + int raises TypeError
 
@@ -235,7 +234,8 @@ def test_baseline_misreports_a_bug_as_bad_arguments(monkeypatch, workspace, corp
     def bug(handler, **kwargs):
         return buggy_get_document(**kwargs)
 
-    runner = ToolRunner(make_demo_registry(workspace, corpus, wrap=Calls({"get_document": bug})))
+    calls.faults["get_document"] = bug
+    runner = ToolRunner(make_demo_registry(workspace, corpus, wrap=calls))
     assert runner.call("get_document", {"doc_id": "status-lookup"})["error"] == "tool_failure"
 
 

@@ -12,7 +12,6 @@ import os
 from collections import Counter
 
 import pytest
-from conftest import Calls
 
 from agentkit import Budget, CallContext, ToolRunner
 from agentkit.corpus import SNIPPET_CHARS, Corpus, Document, parse_document, tokenize
@@ -241,12 +240,12 @@ def test_write_is_atomic_when_the_rename_fails(runner, calls, workspace, monkeyp
     assert runner.call("save_brief", _brief("new"))["ok"]  # a failure left the key free
 
 
-def test_disconnect_after_the_write_is_settled_by_the_status_lookup(workspace, corpus):
+def test_disconnect_after_the_write_is_settled_by_the_status_lookup(workspace, corpus, calls):
     def write_then_drop(handler, **kwargs):
         handler(**kwargs)
         raise ConnectionError("reset after the write landed")
 
-    calls = Calls({"save_brief": write_then_drop})
+    calls.faults["save_brief"] = write_then_drop
     runner = ToolRunner(make_demo_registry(workspace, corpus, wrap=calls), sleep=lambda s: None)
     result = runner.call("save_brief", _brief())
     assert result["ok"] and json.loads(result["data"])["path"] == "briefs/a.md"
