@@ -50,3 +50,15 @@ def test_environment_yml_matches_pyproject():
     assert "conda-forge" in text
     assert wanted == listed, f"only in pyproject: {wanted - listed}; only in environment.yml: {listed - wanted}"
     assert "- -e ." in text, "environment.yml must install the package itself"
+
+
+def test_lab_settings_silence_the_news_popup():
+    """`make install` copies this into the venv's JupyterLab settings: no news pop-up."""
+    import json
+
+    overrides = json.loads((ROOT / "jupyter-config" / "overrides.json").read_text())
+    notification = overrides["@jupyterlab/apputils-extension:notification"]
+    assert notification == {"checkForUpdates": False, "fetchNews": "false"}
+    installed = Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    if installed.exists():  # made by `make install`
+        assert json.loads(installed.read_text()) == overrides
