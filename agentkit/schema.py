@@ -66,8 +66,11 @@ def derive_parameters(handler: Callable[..., Any]) -> dict[str, Any]:
         prop = type_schema(hints.get(name, Any)) if name in hints else {}
         if param.default is param.empty:
             required.append(name)
-        elif _is_json_value(param.default):
-            prop = {**prop, "default": param.default}
+        else:
+            if param.default is None:  # a None default accepts null (3.10 hints say so too)
+                prop = _nullable(prop)
+            if _is_json_value(param.default):
+                prop = {**prop, "default": param.default}
         properties[name] = prop
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
@@ -94,13 +97,9 @@ def type_schema(tp: Any) -> dict[str, Any]:
         options = [type_schema(a) for a in args]
         if any(o == {} for o in options):
             return {}
-        nullable = {"type": "null"} in options
         rest = [o for o in options if o != {"type": "null"}]
-        if nullable and len(rest) == 1 and isinstance(rest[0].get("type"), str):
-            # Optional[X] as {"type": [X, "null"]}: errors then point inside X (e.g. an item)
-            return {**rest[0], "type": [rest[0]["type"], "null"]}
-        if nullable and len(rest) == 1 and "enum" in rest[0]:
-            return {"enum": [*rest[0]["enum"], None]}
+        if len(rest) == 1 and len(options) == 2:
+            return _nullable(rest[0])
         return {"anyOf": options}
     if tp in (list, tuple, set, frozenset) or origin in (list, tuple, set, frozenset, typing.Sequence):
         schema: dict[str, Any] = {"type": "array"}
@@ -115,6 +114,21 @@ def type_schema(tp: Any) -> dict[str, Any]:
             schema["additionalProperties"] = type_schema(args[1])
         return schema
     raise ValueError(f"no JSON Schema for type hint {tp!r}; give the spec explicit parameters")
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """``X`` or null. ``{"type": [X, "null"]}`` rather than ``anyOf``, so that an error points
+    inside ``X`` (at an item, say) instead of at the union."""
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return {**schema, "type": [kind, "null"]} if kind != "null" else schema
+    if isinstance(kind, list):
+        return schema if "null" in kind else {**schema, "type": [*kind, "null"]}
+    if "enum" in schema:
+        return schema if None in schema["enum"] else {**schema, "enum": [*schema["enum"], None]}
+    if not schema:
+        return schema  # anything, null included
+    return {"anyOf": [schema, {"type": "null"}]}
 
 
 def _is_json_value(value: Any) -> bool:

@@ -11,7 +11,6 @@ import pytest
 
 import agentkit
 
-tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,6 +39,7 @@ def _name(requirement: str) -> str:
 
 
 def test_environment_yml_matches_pyproject():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     wanted = {_name(r) for r in project["dependencies"]}
     for extra in ("notebooks", "dev"):

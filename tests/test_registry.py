@@ -98,7 +98,7 @@ def test_parameters_are_derived_once_at_registration():
             "exact": {"type": "boolean", "default": False},
             "tags": {"type": ["array", "null"], "items": {"type": "string"}, "default": None},
             "mode": {"enum": ["fast", "full"], "default": "fast"},
-            "extra": {"type": "object", "default": None},
+            "extra": {"type": ["object", "null"], "default": None},
             "note": {"type": "string", "description": "a note for the reader", "default": ""},
             "maybe": {"type": ["integer", "null"], "default": None},
         },
