@@ -120,7 +120,6 @@ def execute(
         attempt=attempt,
         timeout=spec.timeout_seconds,
         slot=entry.slot,
-        on_late_finish=_log_late_finish,
     )
     if status == "busy":
         log.warning("%s %s: busy, no slot within %ss", call_id, spec.name, spec.timeout_seconds)
@@ -130,6 +129,7 @@ def execute(
             "%s %s: no answer within %ss; the handler may still complete",
             call_id, spec.name, spec.timeout_seconds,
         )
+        attempt.add_done_callback(lambda: _log_late_finish(attempt))
         return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=spec.effect is Effect.READ), attempt
 
     if attempt.error is not None:

@@ -102,7 +102,6 @@ class Attempt:
     done: threading.Event = field(default_factory=threading.Event)
     started: bool = False
     cancelled: bool = False
-    abandoned: bool = False
     value: Any = None
     error: BaseException | None = None
     started_at: float | None = None
@@ -136,8 +135,6 @@ def run_limited(
     attempt: Attempt,
     timeout: float,
     slot: threading.Semaphore | None,
-    on_late_finish: Callable[[Attempt], None] | None = None,
-    pool: WorkerPool | None = None,
 ) -> str:
     """Run one attempt under the tool's limits; returns "busy", "timeout" or "finished".
 
@@ -165,10 +162,7 @@ def run_limited(
             with attempt.lock:
                 attempt.finished_at = time.monotonic()
                 attempt.done.set()
-                late = attempt.abandoned
                 callbacks, attempt._callbacks = attempt._callbacks, []
-            if late and on_late_finish is not None:
-                on_late_finish(attempt)
             for callback in callbacks:
                 try:
                     callback()
@@ -177,7 +171,7 @@ def run_limited(
                         "%s %s: a done-callback failed", attempt.call_id, attempt.tool
                     )
 
-    (pool or _POOL).submit(body)
+    _POOL.submit(body)
     attempt.done.wait(timeout)
     with attempt.lock:
         if attempt.done.is_set():
@@ -187,5 +181,4 @@ def run_limited(
             if slot is not None:
                 slot.release()
             return "busy"
-        attempt.abandoned = True
         return "timeout"
