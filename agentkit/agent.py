@@ -20,6 +20,7 @@ from . import baseline
 from .errors import ErrorCode
 from .fake_model import FinalAnswer, ToolCall
 from .render import render_value
+from .stores import canonical_json
 
 if TYPE_CHECKING:
     import pandas
@@ -164,7 +165,7 @@ def take_turn(
 def _json(value: Any, *, canonical: bool = False) -> str:
     try:
         if canonical:
-            return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return canonical_json(value)
         return json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         return repr(value)
