@@ -3,23 +3,36 @@
     schema check → authorization → concurrency/timeout → handler → redact/truncate → stable error
 
 ``invoke_tool`` runs one attempt through that pipeline; ``ToolRunner`` applies the policy of
-each side-effect level above it. Importing agentkit imports neither pandas nor ipywidgets:
-the boundary and the policy stay light, and the demo and widget layers load on demand.
+each side-effect level above it. The package is layered (``docs/design.md#layers``):
+
+- :mod:`agentkit.boundary`: one attempt, one module per stage of the picture;
+- :mod:`agentkit.policy`: the runner, budget, approvals, trace and idempotency stores;
+- :mod:`agentkit.demo`: the fake model, agent loop, demo tools, faults and failure matrix;
+- :mod:`agentkit.faces`: widgets, timeline, lessons, exercises and the command line.
+
+Importing agentkit imports neither pandas nor ipywidgets: the boundary and the policy stay
+light, and ``agentkit.faults`` and ``agentkit.matrix`` (the demo layer's modules) load on
+first use.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
+from typing import TYPE_CHECKING, Any
 
-from .backoff import set_testing
-from .budget import Budget
-from .context import CallContext
-from .errors import ErrorCode
-from .invoke import invoke_tool
-from .registry import ToolRegistry
-from .runner import ToolRunner
-from .spec import Effect, ToolSpec
-from .stores import IdempotencyStore, SQLiteIdempotencyStore
+from agentkit.boundary.context import CallContext
+from agentkit.boundary.errors import ErrorCode
+from agentkit.boundary.invoke import invoke_tool
+from agentkit.boundary.registry import ToolRegistry
+from agentkit.boundary.spec import Effect, ToolSpec
+from agentkit.policy.backoff import set_testing
+from agentkit.policy.budget import Budget
+from agentkit.policy.runner import ToolRunner
+from agentkit.policy.stores import IdempotencyStore, SQLiteIdempotencyStore
+
+if TYPE_CHECKING:
+    from agentkit.demo import faults, matrix
 
 __all__ = [
     "Budget",
@@ -34,6 +47,19 @@ __all__ = [
     "invoke_tool",
     "set_testing",
 ]
+
+#: Demo modules reachable as ``agentkit.faults`` / ``from agentkit import matrix``, loaded lazily.
+_LAZY_MODULES = {"faults": "agentkit.demo.faults", "matrix": "agentkit.demo.matrix"}
+
+
+def __getattr__(name: str) -> Any:
+    home = _LAZY_MODULES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'agentkit' has no attribute {name!r}")
+    module = importlib.import_module(home)
+    globals()[name] = module
+    return module
+
 
 # A library never configures logging; without this, Python's last-resort handler would print
 # every logged failure to stderr, and into every notebook cell that demonstrates one.

@@ -1,6 +1,6 @@
-"""``python -m agentkit``: see :mod:`agentkit.cli`."""
+"""``python -m agentkit``: see :mod:`agentkit.faces.cli`."""
 
-from .cli import main
+from agentkit.faces.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

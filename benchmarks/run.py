@@ -14,7 +14,7 @@ from pathlib import Path
 
 import agentkit
 from agentkit import IdempotencyStore, SQLiteIdempotencyStore, ToolRegistry, ToolRunner, ToolSpec, invoke_tool
-from agentkit.render import Redactor, shape_output
+from agentkit.boundary.redaction import Redactor, shape_output
 
 
 def search(query: str, limit: int = 3) -> list[str]:

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from agentkit.stores import SQLiteIdempotencyStore
+from agentkit.policy.stores import SQLiteIdempotencyStore
 
 WAIT_SECONDS = 10.0
 

@@ -13,8 +13,8 @@ import pytest
 
 import agentkit
 from agentkit import CallContext, ToolRunner
-from agentkit.corpus import Corpus
-from agentkit.demo_tools import make_demo_registry
+from agentkit.demo.corpus import Corpus
+from agentkit.demo.tools import make_demo_registry
 
 
 @pytest.fixture(autouse=True)

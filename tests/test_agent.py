@@ -8,10 +8,11 @@ from collections import Counter
 
 import pytest
 
-from agentkit import Budget, ToolRunner, baseline
-from agentkit.agent import STOP_REASONS, Transcript, run_agent, run_baseline
-from agentkit.demo_tools import make_demo_registry, outbox_lines
-from agentkit.fake_model import MISBEHAVIOURS, FakeModel, FinalAnswer, ToolCall, first_sentence
+from agentkit import Budget, ToolRunner
+from agentkit.demo import baseline
+from agentkit.demo.agent import STOP_REASONS, Transcript, run_agent, run_baseline
+from agentkit.demo.tools import make_demo_registry, outbox_lines
+from agentkit.demo.fake_model import MISBEHAVIOURS, FakeModel, FinalAnswer, ToolCall, first_sentence
 
 QUESTIONS = [
     "idempotency key retry",

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from agentkit import CallContext, ToolRegistry, ToolSpec, invoke_tool
-from agentkit.invoke import invoke_attempt
+from agentkit.boundary.invoke import invoke_attempt
 
 
 
@@ -305,7 +305,7 @@ def test_an_attempt_that_never_started_is_busy_not_outcome_unknown(counted):
     handler = counted(echo)
     reg = registry_with(spec(handler, name="echo", timeout=0.05))
     pool = StalledPool()
-    import agentkit.limits as limits
+    import agentkit.boundary.concurrency as limits
 
     original = limits._POOL
     limits._POOL = pool
@@ -321,7 +321,7 @@ def test_an_attempt_that_never_started_is_busy_not_outcome_unknown(counted):
 
 
 def test_worker_threads_are_reused():
-    import agentkit.limits as limits
+    import agentkit.boundary.concurrency as limits
 
     reg = registry_with(spec(echo, name="echo"))
     invoke_tool(reg, "echo", {"text": "warm"})

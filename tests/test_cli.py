@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agentkit.cli import main
-from agentkit.matrix import COLUMNS, CSV_PATH
+from agentkit.faces.cli import main
+from agentkit.demo.matrix import COLUMNS, CSV_PATH
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,8 +14,8 @@ from collections import Counter
 import pytest
 
 from agentkit import Budget, CallContext, ToolRunner
-from agentkit.corpus import SNIPPET_CHARS, Corpus, Document, parse_document, tokenize
-from agentkit.demo_tools import (
+from agentkit.demo.corpus import SNIPPET_CHARS, Corpus, Document, parse_document, tokenize
+from agentkit.demo.tools import (
     OUTBOX,
     DemoTools,
     UnknownDocument,

@@ -12,7 +12,7 @@ import itertools
 import pytest
 
 from agentkit import invoke_tool
-from agentkit.exercises import (
+from agentkit.faces.exercises import (
     EFFECT_CHOICES,
     TOOLS_TO_CLASSIFY,
     connect_report,

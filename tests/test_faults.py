@@ -1,4 +1,4 @@
-"""Fault wrappers (agentkit.faults): each one fails the way it says, counts the handler's real
+"""Fault wrappers (agentkit.demo.faults): each one fails the way it says, counts the handler's real
 calls, and is deterministic: blocking faults wait on an event that the test releases."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agentkit import Budget, CallContext, ToolRegistry, ToolRunner, ToolSpec, faults, invoke_tool
-from agentkit.schema import derive_parameters
+from agentkit.boundary.schema import derive_parameters
 
 WAIT = 10.0  # upper bound on every wait for another thread
 

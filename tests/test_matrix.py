@@ -11,7 +11,7 @@ import time
 import pytest
 
 from agentkit import faults
-from agentkit.matrix import (
+from agentkit.demo.matrix import (
     ARGUMENTS,
     CELLS,
     COLUMNS,
@@ -140,7 +140,7 @@ def test_rows_come_back_sorted_like_the_csv():
 
 
 def test_a_cell_that_cannot_be_played_is_reported_not_raised(monkeypatch):
-    import agentkit.matrix as matrix
+    import agentkit.demo.matrix as matrix
 
     def broken(effect, workdir):
         raise RuntimeError("scenario bug")
@@ -281,6 +281,6 @@ def test_a_write_without_status_lookup_is_never_rewritten():
 
 
 def test_importing_the_matrix_stays_light():
-    code = ("import sys, agentkit.matrix, agentkit.faults, agentkit.cli; "
+    code = ("import sys, agentkit.demo.matrix, agentkit.demo.faults, agentkit.faces.cli; "
             "assert 'pandas' not in sys.modules and 'ipywidgets' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

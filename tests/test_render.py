@@ -7,7 +7,7 @@ import time
 import pytest
 
 from agentkit import ToolRegistry, ToolSpec, invoke_tool
-from agentkit.render import LOOKAHEAD_CHARS, REDACTED, Redactor, shape_output
+from agentkit.boundary.redaction import LOOKAHEAD_CHARS, REDACTED, Redactor, shape_output
 
 OPENAI = "sk-proj-" + "A1b2C3d4" * 4
 AWS = "AKIA" + "ABCDEFGHIJKLMNOP"

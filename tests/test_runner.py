@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agentkit.stores import canonical_json
+from agentkit.policy.stores import canonical_json
 from agentkit import Budget, CallContext, IdempotencyStore, SQLiteIdempotencyStore, ToolRegistry, ToolRunner, ToolSpec
 
 
@@ -114,7 +114,7 @@ def test_read_retries_a_timeout(counted):
 
 def test_backoff_is_jittered_exponential_unless_testing():
     import agentkit
-    from agentkit.backoff import Backoff
+    from agentkit.policy.backoff import Backoff
 
     agentkit.set_testing(False)
     try:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from agentkit.stores import (
+from agentkit.policy.stores import (
     IdempotencyStore,
     SQLiteIdempotencyStore,
     canonical_json,

@@ -14,8 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import agentkit  # noqa: E402
 from agentkit import matrix  # noqa: E402
-from agentkit.timeline import plot_timeline  # noqa: E402
-from agentkit.trace import Trace  # noqa: E402
+from agentkit.faces.timeline import plot_timeline  # noqa: E402
+from agentkit.policy.trace import Trace  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -16,11 +16,11 @@ import ipywidgets  # noqa: E402
 
 import agentkit  # noqa: E402
 from agentkit import CallContext, ToolRunner, matrix  # noqa: E402
-from agentkit.agent import run_agent  # noqa: E402
-from agentkit.corpus import Corpus  # noqa: E402
-from agentkit.demo_tools import make_demo_registry, outbox_lines  # noqa: E402
-from agentkit.fake_model import FakeModel, ToolCall  # noqa: E402
-from agentkit.widgets import AgentStepper, ApprovalPanel, FailureExplorer  # noqa: E402
+from agentkit.demo.agent import run_agent  # noqa: E402
+from agentkit.demo.corpus import Corpus  # noqa: E402
+from agentkit.demo.tools import make_demo_registry, outbox_lines  # noqa: E402
+from agentkit.demo.fake_model import FakeModel, ToolCall  # noqa: E402
+from agentkit.faces.widgets import AgentStepper, ApprovalPanel, FailureExplorer  # noqa: E402
 
 QUESTION = "idempotency key retry"
 

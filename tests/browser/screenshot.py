@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from playwright.sync_api import expect, sync_playwright
 
-    from agentkit.matrix import label
+    from agentkit.demo.matrix import label
 
     with tempfile.TemporaryDirectory(prefix="agentkit-shot-") as tmp:
         work = Path(tmp)

@@ -16,7 +16,7 @@ from typing import Any
 import labdriver as lab
 import pytest
 
-from agentkit.matrix import label
+from agentkit.demo.matrix import label
 
 pytestmark = pytest.mark.browser
 

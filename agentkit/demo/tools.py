@@ -33,12 +33,12 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .authorization import Policy
-from .context import CallContext
-from .corpus import Corpus
-from .registry import ToolRegistry
-from .schema import derive_parameters
-from .spec import Effect, ToolSpec
+from agentkit.boundary.authorization import Policy
+from agentkit.boundary.context import CallContext
+from agentkit.demo.corpus import Corpus
+from agentkit.boundary.registry import ToolRegistry
+from agentkit.boundary.schema import derive_parameters
+from agentkit.boundary.spec import Effect, ToolSpec
 
 OUTBOX = "outbox.jsonl"
 

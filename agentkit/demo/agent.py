@@ -16,16 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import baseline
-from .errors import ErrorCode
-from .fake_model import FinalAnswer, ToolCall
-from .render import render_value
-from .stores import canonical_json
+from agentkit.demo import baseline
+from agentkit.boundary.errors import ErrorCode
+from agentkit.demo.fake_model import FinalAnswer, ToolCall
+from agentkit.boundary.redaction import render_value
+from agentkit.policy.stores import canonical_json
 
 if TYPE_CHECKING:
     import pandas
 
-    from .runner import ToolRunner
+    from agentkit.policy.runner import ToolRunner
 
 STOP_REASONS = ("final_answer", "max_steps", "budget_exhausted")
 PREVIEW_CHARS = 60

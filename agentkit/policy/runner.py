@@ -30,18 +30,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .approvals import EXPIRED, PENDING, RUNNING, SETTLED, Approvals
-from .backoff import Backoff
-from .budget import Budget
-from .context import CallContext
-from .errors import ErrorCode, failure
-from .invoke import _safe_name, execute, new_call_id, preflight
-from .limits import Attempt, run_limited
-from .registry import ToolRegistry, _Entry
-from .render import shape_output
-from .spec import Effect, ToolSpec
-from .stores import IdempotencyStore, canonical_json, fingerprint_of
-from .trace import Trace, TraceRecord
+from agentkit.policy.approvals import EXPIRED, PENDING, RUNNING, SETTLED, Approvals
+from agentkit.policy.backoff import Backoff
+from agentkit.policy.budget import Budget
+from agentkit.boundary.context import CallContext
+from agentkit.boundary.errors import ErrorCode, failure
+from agentkit.boundary.invoke import _safe_name, execute, new_call_id, preflight
+from agentkit.boundary.concurrency import Attempt, run_limited
+from agentkit.boundary.registry import ToolRegistry, _Entry
+from agentkit.boundary.redaction import shape_output
+from agentkit.boundary.spec import Effect, ToolSpec
+from agentkit.policy.stores import IdempotencyStore, canonical_json, fingerprint_of
+from agentkit.policy.trace import Trace, TraceRecord
 
 log = logging.getLogger("agentkit")
 

@@ -21,7 +21,7 @@ checked notebook) needs. The x axis then carries no numbers and its label says i
 schematic: positions show the order of events, not their durations. Pass
 ``schematic=False`` for real times, in seconds since the first step started.
 
-matplotlib is imported inside the function: ``import agentkit.timeline`` costs nothing.
+matplotlib is imported inside the function: ``import agentkit.faces.timeline`` costs nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from .trace import Trace, TraceRecord
+    from agentkit.policy.trace import Trace, TraceRecord
 
 __all__ = ["ROWS", "plot_timeline"]
 
@@ -61,7 +61,7 @@ def plot_timeline(
     title: str | None = None,
     schematic: bool = True,
 ) -> Axes:
-    """Draw the records of ``trace`` (a :class:`~agentkit.trace.Trace`, or a ``ToolRunner``
+    """Draw the records of ``trace`` (a :class:`~agentkit.policy.trace.Trace`, or a ``ToolRunner``
     whose ``.trace`` is used) on ``ax`` (a new figure when None) and return the Axes.
 
     ``schematic=True`` (the default) places events evenly in their real order instead of at

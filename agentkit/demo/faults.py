@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from .limits import mark_landed
+from agentkit.boundary.concurrency import mark_landed
 
 __all__ = [
     "FAKE_API_KEY",

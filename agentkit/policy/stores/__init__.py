@@ -74,7 +74,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from .errors import ErrorCode, failure
+from agentkit.boundary.errors import ErrorCode, failure
 
 __all__ = [
     "IdempotencyStore",

@@ -15,14 +15,14 @@ import itertools
 import logging
 from typing import Any
 
-from .authorization import authorize
-from .context import CallContext
-from .errors import ErrorCode, classify_exception, failure
-from .limits import Attempt, run_limited
-from .registry import ToolRegistry, _Entry
-from .render import shape_output
-from .schema import check_arguments
-from .spec import Effect
+from agentkit.boundary.authorization import authorize
+from agentkit.boundary.context import CallContext
+from agentkit.boundary.errors import ErrorCode, classify_exception, failure
+from agentkit.boundary.concurrency import Attempt, run_limited
+from agentkit.boundary.registry import ToolRegistry, _Entry
+from agentkit.boundary.redaction import shape_output
+from agentkit.boundary.schema import check_arguments
+from agentkit.boundary.spec import Effect
 
 log = logging.getLogger("agentkit")
 

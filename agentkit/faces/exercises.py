@@ -1,6 +1,6 @@
 """Exercises for ``06_exercises``, in the style of Kaggle's learntools.
 
-    >>> from agentkit.exercises import q1, q2, q3, q4, q5
+    >>> from agentkit.faces.exercises import q1, q2, q3, q4, q5
     >>> q1.check(draft_status)      # prints "Correct: …", "Incorrect: …" or "Not attempted yet: …"
     >>> q1.hint()                   # a nudge
     >>> q1.solution()               # one answer that passes, as code
@@ -30,13 +30,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from . import faults
-from .context import CallContext
-from .invoke import invoke_tool
-from .registry import ToolRegistry
-from .render import render_value
-from .runner import ToolRunner
-from .spec import Effect, ToolSpec
+from agentkit.demo import faults
+from agentkit.boundary.context import CallContext
+from agentkit.boundary.invoke import invoke_tool
+from agentkit.boundary.registry import ToolRegistry
+from agentkit.boundary.redaction import render_value
+from agentkit.policy.runner import ToolRunner
+from agentkit.boundary.spec import Effect, ToolSpec
 
 __all__ = [
     "EFFECT_CHOICES",

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .context import CallContext
+from agentkit.boundary.context import CallContext
 
 PENDING, RUNNING, SETTLED, EXPIRED = "pending", "running", "settled", "expired"
 

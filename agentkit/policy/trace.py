@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pandas is imported only when a frame is asked for
     import pandas
 
-    from .limits import Attempt
+    from agentkit.boundary.concurrency import Attempt
 
 COLUMNS = ["call_id", "tool", "effect", "step", "attempt", "outcome", "handler_ran", "replayed"]
 

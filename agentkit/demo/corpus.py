@@ -25,8 +25,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-#: Where the demo notes live in a source checkout (the package is installed editable).
-DEFAULT_SOURCES = Path(__file__).resolve().parent.parent / "data" / "sources"
+from agentkit.demo.resources import data_path
+
+#: The demo notes, as installed (see :mod:`agentkit.demo.resources`).
+DEFAULT_SOURCES = data_path("sources")
 
 SNIPPET_CHARS = 160
 _TOKEN = re.compile(r"[^\W_]+")  # runs of letters and digits, any script

@@ -15,10 +15,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .authorization import Policy
-from .render import Redactor
-from .schema import Validator, compile_validator, derive_parameters
-from .spec import Effect, ToolSpec
+from agentkit.boundary.authorization import Policy
+from agentkit.boundary.redaction import Redactor
+from agentkit.boundary.schema import Validator, compile_validator, derive_parameters
+from agentkit.boundary.spec import Effect, ToolSpec
 
 FORMATS = ("anthropic", "mcp", "openai")
 
@@ -32,7 +32,7 @@ class _Entry:
 
 class ToolRegistry:
     """Tools by name. ``redact_patterns`` add to the default secret patterns; ``policies`` are
-    checked for every call (see :mod:`agentkit.authorization`)."""
+    checked for every call (see :mod:`agentkit.boundary.authorization`)."""
 
     def __init__(
         self,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-from .spec import Effect
+from agentkit.boundary.spec import Effect
 
 
 class Budget:

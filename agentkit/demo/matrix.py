@@ -1,7 +1,7 @@
 """The failure matrix (DESIGN §8): each failure, at each side-effect level, provoked for real.
 
 Every cell is played on fresh tools: a new ledger, registry, runner and store, and the tool's
-handler wrapped in a fault from :mod:`agentkit.faults` that counts its real calls. The
+handler wrapped in a fault from :mod:`agentkit.demo.faults` that counts its real calls. The
 expectations live in one file, ``data/failure_matrix.csv``::
 
     failure,effect,expected,handler_calls,note
@@ -35,13 +35,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import faults
-from .budget import Budget
-from .context import CallContext
-from .registry import ToolRegistry
-from .runner import ToolRunner
-from .spec import Effect, ToolSpec
-from .stores import SQLiteIdempotencyStore
+from agentkit.demo import faults
+from agentkit.demo.resources import data_path
+from agentkit.policy.budget import Budget
+from agentkit.boundary.context import CallContext
+from agentkit.boundary.registry import ToolRegistry
+from agentkit.policy.runner import ToolRunner
+from agentkit.boundary.spec import Effect, ToolSpec
+from agentkit.policy.stores import SQLiteIdempotencyStore
 
 if TYPE_CHECKING:  # pandas is imported only when a frame is asked for
     import pandas
@@ -67,7 +68,7 @@ __all__ = [
 log = logging.getLogger("agentkit")
 
 #: The single source of the expectations.
-CSV_PATH = Path(__file__).resolve().parent.parent / "data" / "failure_matrix.csv"
+CSV_PATH = data_path("failure_matrix.csv")
 CSV_COLUMNS = ["failure", "effect", "expected", "handler_calls", "note"]
 #: The columns of :func:`run_matrix`.
 COLUMNS = [
@@ -450,9 +451,9 @@ def _crash_mid_write(workdir: str) -> None:
 
 
 def _run_crashing_child(workdir: Path) -> None:
-    code = "import sys; from agentkit.matrix import _crash_mid_write; _crash_mid_write(sys.argv[1])"
+    code = "import sys; from agentkit.demo.matrix import _crash_mid_write; _crash_mid_write(sys.argv[1])"
     env = dict(os.environ)
-    package_root = str(Path(__file__).resolve().parent.parent)
+    package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     child = subprocess.run(
         [sys.executable, "-c", code, str(workdir)],

@@ -35,9 +35,9 @@ from typing import Any, TypeVar
 
 import ipywidgets as widgets
 
-from . import matrix
-from .agent import Step, Transcript, take_turn
-from .fake_model import FinalAnswer
+from agentkit.demo import matrix
+from agentkit.demo.agent import Step, Transcript, take_turn
+from agentkit.demo.fake_model import FinalAnswer
 
 __all__ = ["AgentStepper", "ApprovalPanel", "FailureExplorer"]
 
@@ -365,7 +365,7 @@ class ApprovalPanel(_Panel):
 
 
 class AgentStepper(_Panel):
-    """The agent loop of :func:`agentkit.agent.run_agent`, one model turn per click of Step.
+    """The agent loop of :func:`agentkit.demo.agent.run_agent`, one model turn per click of Step.
 
     Each turn asks ``model.next_action(question, history)``; a tool call goes through
     ``runner.call`` and the log shows the call and the result as the model saw it. The stop

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from .corpus import plain_text
+from agentkit.demo.corpus import plain_text
 
 MISBEHAVIOURS = ("repeat", "loop", "oversized", "unknown_tool", "missing_argument")
 OVERSIZED_CHARS = 100_000

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .context import CallContext
-from .spec import ToolSpec
+from agentkit.boundary.context import CallContext
+from agentkit.boundary.spec import ToolSpec
 
 #: A policy returns None to allow, or a short reason to refuse (logged, never shown).
 #: Raising ``PermissionError`` refuses too.

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .corpus import Corpus
+from agentkit.demo.corpus import Corpus
 
 _corpus: Corpus | None = None
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .context import as_scopes
+from agentkit.boundary.context import as_scopes
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -39,7 +39,7 @@ class ToolSpec:
 
     The first seven fields are the chapter's. ``parameters`` left as None is derived from the
     handler's signature when the spec is registered; ``status_lookup`` and ``idempotency_key``
-    matter to writes only (see :mod:`agentkit.runner`).
+    matter to writes only (see :mod:`agentkit.policy.runner`).
     """
 
     name: str

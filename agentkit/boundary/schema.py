@@ -23,7 +23,7 @@ from typing import Any, Literal, Union
 
 import fastjsonschema
 
-from .errors import ErrorCode, failure
+from agentkit.boundary.errors import ErrorCode, failure
 
 Validator = Callable[[Any], Any]
 

@@ -63,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _matrix(args: argparse.Namespace) -> int:
-    from .matrix import load_matrix, run_matrix
+    from agentkit.demo.matrix import load_matrix, run_matrix
 
     try:
         rows = load_matrix(args.csv)
@@ -82,10 +82,10 @@ def _matrix(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .agent import run_agent
-    from .demo_tools import make_demo_registry
-    from .fake_model import FakeModel
-    from .runner import ToolRunner
+    from agentkit.demo.agent import run_agent
+    from agentkit.demo.tools import make_demo_registry
+    from agentkit.demo.fake_model import FakeModel
+    from agentkit.policy.runner import ToolRunner
 
     with tempfile.TemporaryDirectory(prefix="agentkit-demo-") as scratch:
         workspace = args.workspace or scratch

@@ -1,0 +1,46 @@
+"""The faces layer: what people and hosts touch.
+
+- :mod:`~agentkit.faces.widgets`: the notebook explorers (failure explorer, approval panel,
+  agent stepper), built on ipywidgets;
+- :mod:`~agentkit.faces.timeline`: the attempt timeline, drawn with matplotlib;
+- :mod:`~agentkit.faces.lesson`: small helpers the notebooks share (workspaces, one-line
+  results, captured log lines);
+- :mod:`~agentkit.faces.exercises`: the exercises with ``check()``, ``hint()`` and
+  ``solution()``;
+- :mod:`~agentkit.faces.cli`: ``python -m agentkit``.
+
+Names load on first use, so ``python -m agentkit`` needs neither ipywidgets nor matplotlib.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentkit.faces.lesson import capture_log, fresh_workspace, show
+    from agentkit.faces.timeline import plot_timeline
+    from agentkit.faces.widgets import AgentStepper, ApprovalPanel, FailureExplorer
+
+_HOMES = {
+    "AgentStepper": "agentkit.faces.widgets",
+    "ApprovalPanel": "agentkit.faces.widgets",
+    "FailureExplorer": "agentkit.faces.widgets",
+    "capture_log": "agentkit.faces.lesson",
+    "fresh_workspace": "agentkit.faces.lesson",
+    "plot_timeline": "agentkit.faces.timeline",
+    "show": "agentkit.faces.lesson",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'agentkit.faces' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES))

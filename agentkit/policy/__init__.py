@@ -1,0 +1,31 @@
+"""The policy layer: what the side-effect level of a tool allows, above one attempt.
+
+- :mod:`~agentkit.policy.runner`: ``ToolRunner``, the policy of each effect (bounded retries
+  for reads; idempotency key and status lookup for reversible writes; approval and no retry
+  for irreversible writes);
+- :mod:`~agentkit.policy.approvals`: the approval state machine of irreversible writes;
+- :mod:`~agentkit.policy.budget`: the task's budget, spent by every attempt and lookup;
+- :mod:`~agentkit.policy.backoff`: jittered waits between attempts, and the testing switch;
+- :mod:`~agentkit.policy.trace`: every attempt, kept for tables and timelines;
+- :mod:`~agentkit.policy.stores`: idempotency stores, one algorithm over several backends.
+
+This layer imports only the boundary below it (see ``docs/design.md#layers``).
+"""
+
+from __future__ import annotations
+
+from agentkit.policy.backoff import set_testing
+from agentkit.policy.budget import Budget
+from agentkit.policy.runner import ToolRunner
+from agentkit.policy.stores import IdempotencyStore, SQLiteIdempotencyStore
+from agentkit.policy.trace import Trace, TraceRecord
+
+__all__ = [
+    "Budget",
+    "IdempotencyStore",
+    "SQLiteIdempotencyStore",
+    "ToolRunner",
+    "Trace",
+    "TraceRecord",
+    "set_testing",
+]
