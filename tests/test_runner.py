@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agentkit.policy.stores import canonical_json
+from agentkit.boundary.canonical import canonical_json
 from agentkit import Budget, CallContext, IdempotencyStore, SQLiteIdempotencyStore, ToolRegistry, ToolRunner, ToolSpec
 
 

@@ -18,12 +18,7 @@ from typing import Any
 
 import pytest
 
-from agentkit.policy.stores import (
-    IdempotencyStore,
-    SQLiteIdempotencyStore,
-    canonical_json,
-    fingerprint_of,
-)
+from agentkit.policy.stores import IdempotencyStore, SQLiteIdempotencyStore
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).with_name("_store_worker.py")
@@ -114,16 +109,6 @@ def run_worker(mode: str, db: Path, work: Path, *extra: str) -> subprocess.Compl
 
 def log_lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
-
-
-# --------------------------------------------------------------------------- helpers of the runner
-
-
-def test_canonical_json_and_fingerprint_ignore_key_order() -> None:
-    assert canonical_json({"b": 1, "a": "é"}) == '{"a":"é","b":1}'
-    assert fingerprint_of({"a": 1, "b": [1, 2]}) == fingerprint_of({"b": [1, 2], "a": 1})
-    assert fingerprint_of({"a": 1}) != fingerprint_of({"a": 2})
-    assert len(fingerprint_of("x")) == 64
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])

@@ -20,7 +20,7 @@ from agentkit.demo import baseline
 from agentkit.boundary.errors import ErrorCode
 from agentkit.demo.fake_model import FinalAnswer, ToolCall
 from agentkit.boundary.redaction import render_value
-from agentkit.policy.stores import canonical_json
+from agentkit.boundary.canonical import canonical_json
 
 if TYPE_CHECKING:
     import pandas

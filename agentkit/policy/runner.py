@@ -23,7 +23,6 @@ libraries retry a function; this loop has to look at what the function left behi
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from typing import Any
 from agentkit.policy.approvals import EXPIRED, PENDING, RUNNING, SETTLED, Approvals
 from agentkit.policy.backoff import Backoff
 from agentkit.policy.budget import Budget
+from agentkit.boundary.canonical import fingerprint_of
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, failure
 from agentkit.boundary.invoke import _safe_name, execute, new_call_id, preflight
@@ -40,7 +40,7 @@ from agentkit.boundary.concurrency import Attempt, run_limited
 from agentkit.boundary.registry import ToolRegistry, _Entry
 from agentkit.boundary.redaction import shape_output
 from agentkit.boundary.spec import Effect, ToolSpec
-from agentkit.policy.stores import IdempotencyStore, canonical_json, fingerprint_of
+from agentkit.policy.stores import IdempotencyStore
 from agentkit.policy.trace import Trace, TraceRecord
 
 log = logging.getLogger("agentkit")
@@ -225,8 +225,7 @@ class ToolRunner:
         spec = call.spec
         if spec.idempotency_key is not None:
             return str(spec.idempotency_key(self.context, call.arguments))
-        digest = hashlib.sha256(canonical_json(call.arguments).encode("utf-8")).hexdigest()
-        return f"{self.context.task_id}:{spec.name}:{digest}"
+        return f"{self.context.task_id}:{spec.name}:{fingerprint_of(call.arguments)}"
 
     def _fingerprint(self, call: _Call) -> str:
         return fingerprint_of({"tool": call.spec.name, "arguments": call.arguments})

@@ -61,7 +61,6 @@ SQLite concurrency
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -74,13 +73,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from agentkit.boundary.canonical import canonical_json
 from agentkit.boundary.errors import ErrorCode, failure
 
 __all__ = [
     "IdempotencyStore",
     "SQLiteIdempotencyStore",
-    "canonical_json",
-    "fingerprint_of",
 ]
 
 logger = logging.getLogger(__name__)
@@ -89,16 +87,6 @@ Result = dict[str, Any]
 
 #: How long a connection waits for another writer before giving up (SQLite ``busy_timeout``).
 BUSY_TIMEOUT_SECONDS = 10.0
-
-
-def canonical_json(value: Any) -> str:
-    """One text per value, whatever the key order, so equal payloads hash equal."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def fingerprint_of(value: Any) -> str:
-    """The payload's identity: a reused key with another fingerprint is a conflict."""
-    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
 
 
 # --------------------------------------------------------------------------- owners
