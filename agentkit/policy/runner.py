@@ -264,10 +264,14 @@ class ToolRunner:
             if call.spec.status_lookup is None:
                 return self._unknown(call, attempt)
             self._pause(number)
+            # Decided before the lookup starts: a write that lands while the lookup runs would
+            # make its "not done" stale, so "not done" counts only if the attempt had already
+            # returned when the lookup began.
+            returned_before_lookup = not attempt.running
             status, receipt = self._lookup(call)
             if status == "done":
                 return receipt  # type: ignore[return-value]
-            if status == "not_done" and not attempt.running:
+            if status == "not_done" and returned_before_lookup:
                 if number < max_attempts:
                     continue
                 # Known not done, attempts used up: a plain failure, safe to ask again later.
