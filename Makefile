@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 
-.PHONY: install lab test test-unit test-notebooks test-browser notebooks bench clean
+.PHONY: install lab test test-unit test-notebooks test-browser lint typecheck notebooks bench clean
 
 install: $(STAMP)
 
@@ -35,6 +35,14 @@ test-notebooks: install
 ## Drive JupyterLab in headless Chromium (needs Debian's `chromium`; .ci/run installs it).
 test-browser: install
 	$(BIN)/python -m pytest tests/browser -m browser -p no:cacheprovider
+
+## ruff over the package, the tests, the tools and the benchmarks ([tool.ruff] in pyproject).
+lint: install
+	$(BIN)/ruff check agentkit tests tools benchmarks
+
+## mypy --strict over the package and the typing test of the public API ([tool.mypy]).
+typecheck: install
+	$(BIN)/mypy --strict agentkit tests/typing
 
 ## Re-execute every notebook in order and store its outputs (run before committing).
 notebooks: install

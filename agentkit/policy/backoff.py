@@ -9,18 +9,49 @@ in hynek/stamina) turns every delay into 0 without touching the retry logic it e
 from __future__ import annotations
 
 import random
+from types import TracebackType
+from typing import final
 
 _TESTING = False
 
 
-def set_testing(testing: bool = True) -> None:
-    """Make every backoff delay 0 (tests, notebooks, live demos)."""
+@final
+class TestingMode:
+    """What :func:`set_testing` returns: the switch is already set; leaving a ``with`` block
+    puts back the state it had before the call (also when the block raises)."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    def __init__(self, testing: bool, previous: bool) -> None:
+        self.testing = testing
+        self.previous = previous
+
+    def __enter__(self) -> TestingMode:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        global _TESTING
+        _TESTING = self.previous
+
+    def __repr__(self) -> str:
+        return f"TestingMode(testing={self.testing}, previous={self.previous})"
+
+
+def set_testing(testing: bool = True) -> TestingMode:
+    """Make every backoff delay 0 (tests, notebooks, live demos), at once.
+
+    A plain call sets the switch for good; ``with set_testing(True): ...`` sets it for the
+    block and restores the previous state when the block ends, as in hynek/stamina.
+    """
     global _TESTING
+    previous = _TESTING
     _TESTING = bool(testing)
-
-
-def is_testing() -> bool:
-    return _TESTING
+    return TestingMode(_TESTING, previous)
 
 
 class Backoff:
@@ -38,4 +69,9 @@ class Backoff:
         jitter = 0.5 + self._random.random() / 2
         if _TESTING:
             return 0.0
-        return min(self.cap, self.base * 2 ** (retry - 1)) * jitter
+        return min(self.cap, self.base * 2.0 ** (retry - 1)) * jitter
+
+
+def no_wait(seconds: float) -> None:
+    """A ``sleep`` that returns at once: give it to a ``ToolRunner`` (``sleep=no_wait``) whose
+    retries should test policy, not patience (the failure matrix, the exercises' checks)."""

@@ -1,0 +1,109 @@
+"""Typing test of the public API: every name in ``agentkit.__all__``, used as a user would.
+
+``make typecheck`` runs ``mypy --strict`` over this file (as hynek/stamina does with its
+``tests/typing``): a change that makes ordinary use of the API stop type-checking, or that
+turns a precise return type into ``Any``, fails CI. The file is not a pytest module (its name
+does not start with ``test_``); ``tests/test_layers.py`` imports it and calls
+:func:`use_the_api` so that what mypy checks also runs.
+
+When a name is added to ``agentkit.__all__``, use it here: ``tests/test_layers.py`` fails
+while a name of ``__all__`` does not appear in this file.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from typing_extensions import assert_type
+
+import agentkit
+from agentkit import (
+    Budget,
+    CallContext,
+    Effect,
+    ErrorCode,
+    IdempotencyStore,
+    SQLiteIdempotencyStore,
+    ToolRegistry,
+    ToolRunner,
+    ToolSpec,
+    invoke_tool,
+    set_testing,
+)
+
+
+def search(query: str, limit: int = 3) -> list[str]:
+    """A read tool, typed as a user would type one."""
+    return [f"{query} #{i}" for i in range(limit)]
+
+
+def build_registry() -> ToolRegistry:
+    registry = ToolRegistry()
+    spec = ToolSpec(
+        name="search",
+        description="Search the notes.",
+        effect=Effect.READ,
+        timeout_seconds=1.0,
+        max_attempts=2,
+        max_output_chars=2_000,
+        handler=search,
+        required_scopes=frozenset({"notes:read"}),
+    )
+    assert_type(registry.register(spec), ToolSpec)
+    assert_type(registry.get("search"), ToolSpec | None)
+    assert_type(registry.names(), list[str])
+    assert_type(registry.describe("openai"), list[dict[str, Any]])
+    assert_type(registry.describe("anthropic"), list[dict[str, Any]])
+    assert_type(registry.describe("mcp"), list[dict[str, Any]])
+    for registered in registry:
+        assert_type(registered, ToolSpec)
+        assert_type(registered.effect, Effect)
+        assert_type(registered.effect.is_write, bool)
+    return registry
+
+
+def use_the_api() -> None:
+    with set_testing(True) as mode:  # backoff waits are 0 inside, restored after
+        assert_type(mode.previous, bool)
+        registry = build_registry()
+        context = CallContext(task_id="t1", principal="ada", scopes=frozenset({"notes:read"}))
+
+        result = invoke_tool(registry, "search", {"query": "idempotency"}, context)
+        assert_type(result, dict[str, Any])
+        assert result["ok"] is True
+
+        refused = invoke_tool(registry, "no_such_tool", {})
+        assert refused["error"] == ErrorCode.UNKNOWN_TOOL
+        code: ErrorCode = ErrorCode(refused["error"])
+        assert_type(code.value, str)
+
+        budget = Budget(max_attempts=10)
+        runner = ToolRunner(registry, budget=budget, context=context, sleep=lambda _s: None)
+        answer = runner.call("search", {"query": "retries", "limit": 1})
+        assert_type(answer, dict[str, Any])
+        assert_type(budget.used, int)
+        assert_type(budget.remaining, int | None)
+        assert_type(runner.pending_approvals(), list[dict[str, Any]])
+        assert_type(runner.approve("no-such-approval"), dict[str, Any])
+        assert_type(runner.deny("no-such-approval"), dict[str, Any])
+        assert_type(runner.trace.call_counts(), dict[str, int])
+
+        memory = IdempotencyStore(claim_ttl_seconds=60)
+        first = memory.run_once("k1", lambda: {"ok": True, "result": 1})
+        assert_type(first, dict[str, Any])
+        with tempfile.TemporaryDirectory() as folder:
+            durable = SQLiteIdempotencyStore(Path(folder) / "store.db", claim_ttl_seconds=60)
+            try:
+                again = durable.run_once("k1", lambda: {"ok": True, "result": 2}, "fp")
+                assert_type(again, dict[str, Any])
+            finally:
+                durable.close()
+
+    set_testing(False)  # a plain call works as well
+    assert_type(agentkit.__all__, list[str])
+
+
+if __name__ == "__main__":
+    use_the_api()
