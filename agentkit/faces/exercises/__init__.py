@@ -1,0 +1,58 @@
+"""Exercises for ``06_exercises``, in the style of Kaggle's learntools.
+
+    >>> from agentkit.faces.exercises import q1, q2, q3, q4, q5
+    >>> q1.check(draft_status)      # prints "Correct: …", "Incorrect: …" or "Not attempted yet: …"
+    >>> q1.hint()                   # a nudge
+    >>> q1.solution()               # one answer that passes, as code
+
+Every ``check`` tests what an answer **does**, never how its code is spelled: a status lookup
+is put behind a real :class:`~agentkit.ToolRunner` and the handler's real calls are counted,
+an idempotency key is used by a runner for real saves, a redaction pattern is installed in a
+real registry and the tool's output is read back through :func:`~agentkit.invoke_tool`. Two
+answers that behave the same pass or fail together, however differently they are written,
+and the message says what happened ("the runner saved it a second time: 2 handler calls"),
+because that is what the lesson is about.
+
+The checker framework is :mod:`~agentkit.faces.exercises.framework`; each exercise lives in
+its own module beside it (:mod:`~agentkit.faces.exercises.status_lookup`,
+:mod:`~agentkit.faces.exercises.effect_levels`, :mod:`~agentkit.faces.exercises.idempotency_key`,
+:mod:`~agentkit.faces.exercises.redaction`, :mod:`~agentkit.faces.exercises.read_limits`).
+
+Runners made here get a ``sleep`` that returns at once, so a check never waits on backoff,
+whether or not :func:`agentkit.set_testing` was called.
+"""
+
+from __future__ import annotations
+
+from agentkit.faces.exercises.effect_levels import TOOLS_TO_CLASSIFY, EffectLevelExercise, q2
+from agentkit.faces.exercises.framework import EFFECT_CHOICES, Exercise
+from agentkit.faces.exercises.idempotency_key import IdempotencyKeyExercise, q3
+from agentkit.faces.exercises.read_limits import ReadLimitsExercise, q5
+from agentkit.faces.exercises.redaction import (
+    SERVICES,
+    RedactionExercise,
+    connect_report,
+    q4,
+    report_registry,
+)
+from agentkit.faces.exercises.status_lookup import StatusLookupExercise, q1, save_draft
+
+__all__ = [
+    "EFFECT_CHOICES",
+    "SERVICES",
+    "TOOLS_TO_CLASSIFY",
+    "EffectLevelExercise",
+    "Exercise",
+    "IdempotencyKeyExercise",
+    "ReadLimitsExercise",
+    "RedactionExercise",
+    "StatusLookupExercise",
+    "connect_report",
+    "q1",
+    "q2",
+    "q3",
+    "q4",
+    "q5",
+    "report_registry",
+    "save_draft",
+]
