@@ -60,6 +60,7 @@ __all__ = [
     "label",
     "load_matrix",
     "make_tool",
+    "matrix_records",
     "observe",
     "play",
     "run_matrix",
@@ -623,10 +624,23 @@ def run_matrix(
     """
     import pandas as pd
 
+    return pd.DataFrame.from_records(matrix_records(rows, workdir=workdir), columns=COLUMNS)
+
+
+def matrix_records(
+    rows: Iterable[Mapping[str, Any]] | None = None,
+    *,
+    workdir: str | os.PathLike[str] | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`run_matrix` without pandas: one dict per cell, keys :data:`COLUMNS`, in order.
+
+    ``python -m agentkit matrix`` uses this, so a plain ``pip install agentkit`` (no notebook
+    extras) can still play the whole matrix.
+    """
     checked = load_matrix() if rows is None else [check_row(r) for r in rows]
     order = {cell: i for i, cell in enumerate(CELLS)}
     checked.sort(key=lambda r: order[(r["failure"], r["effect"])])
-    records = []
+    records: list[dict[str, Any]] = []
     for row in checked:
         record: dict[str, Any] = {
             "failure": row["failure"],
@@ -646,8 +660,8 @@ def run_matrix(
         record["pass"] = (
             record["observed"] == row["expected"] and record["handler_calls"] == row["handler_calls"]
         )
-        records.append(record)
-    return pd.DataFrame.from_records(records, columns=COLUMNS)
+        records.append({column: record[column] for column in COLUMNS})
+    return records
 
 
 # ------------------------------------------------------------------------- text helpers

@@ -4,8 +4,8 @@
     python -m agentkit matrix --csv F    the same, with the expectations of another CSV file
     python -m agentkit demo              the baseline transcript: the fake model's happy path
 
-Imports are made inside each command, so ``--help`` answers at once and the demo never loads
-pandas.
+Imports are made inside each command, so ``--help`` answers at once; no command loads pandas,
+so both work on a plain ``pip install`` without the notebook extras.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 DEFAULT_QUESTION = "idempotency key retry"
 
@@ -29,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         "matrix",
         help="provoke every failure of the failure matrix and check it (exit 1 on a mismatch)",
         description=(
-            "Play every row of the failure matrix (DESIGN §8) on fresh tools, counting the "
+            "Play every row of the failure matrix (docs/design.md#failure-matrix) on fresh tools, counting the "
             "handler's real calls, and print the table. Exit status 0 when every cell is as "
             "expected, 1 when any is not, 2 when the CSV cannot be used."
         ),
@@ -63,22 +64,33 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _matrix(args: argparse.Namespace) -> int:
-    from agentkit.demo.matrix import load_matrix, run_matrix
+    # matrix_records, not run_matrix: the command needs no pandas (a plain install has none).
+    from agentkit.demo.matrix import COLUMNS, load_matrix, matrix_records
 
     try:
         rows = load_matrix(args.csv)
     except (OSError, ValueError) as exc:
         print(f"agentkit matrix: {exc}", file=sys.stderr)
         return 2
-    frame = run_matrix(rows)
-    print(frame.to_string(index=False))
-    failed = frame[~frame["pass"]]
-    if failed.empty:
-        print(f"\nall {len(frame)} cells as expected")
+    records = matrix_records(rows)
+    print(text_table(records, COLUMNS))
+    failed = [r for r in records if not r["pass"]]
+    if not failed:
+        print(f"\nall {len(records)} cells as expected")
         return 0
-    cells = ", ".join(f"{f} × {e}" for f, e in zip(failed["failure"], failed["effect"]))
-    print(f"\n{len(failed)} of {len(frame)} cells differ: {cells}")
+    cells = ", ".join(f"{r['failure']} × {r['effect']}" for r in failed)
+    print(f"\n{len(failed)} of {len(records)} cells differ: {cells}")
     return 1
+
+
+def text_table(records: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """Records as left-aligned columns under a header line (None shows as "-")."""
+    cells = [list(columns)]
+    cells += [["-" if r[c] is None else str(r[c]) for c in columns] for r in records]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in cells
+    )
 
 
 def _demo(args: argparse.Namespace) -> int:
