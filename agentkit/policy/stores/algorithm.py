@@ -1,0 +1,364 @@
+"""The one ``run_once`` algorithm every store shares, written over a small transaction interface.
+
+A retry is only safe if the caller can tell "not done" from "done, but the answer was lost".
+The store remembers, per idempotency key, either a *claim* (someone is running it now) or a
+*completed result* (it is done: replay it). Every backend implements :class:`Transaction`
+(a few reads and compare-and-swap writes inside one atomic section) and :class:`StoreBase`
+does the rest; writing the algorithm once is what makes "identical semantics" true rather
+than hoped for. Results and approval records are kept as canonical JSON text in every store,
+so a replay returns a fresh copy that no caller can have mutated, and a value the durable
+stores could not keep fails in the memory store too.
+
+Why recovery asks before it runs
+    A stale claim means a write *may* have landed. The taker-over first asks ``recover``
+    (the tool's status lookup): a receipt settles the key as done, None means "not done"
+    and the operation runs, an exception means "unknown" and nothing runs. Without a lookup
+    the answer is ``outcome_unknown`` until a human calls ``release(key)``. A lookup that
+    cannot say leaves the claim in place but already stale, so the next caller asks again
+    instead of waiting out a lease nobody is using. Taking over is a compare-and-swap on the
+    claim's token, so two recoverers never both run.
+
+Smaller choices, each on the safe side
+    A given fingerprint must equal the stored one, and a key stored *without* one conflicts
+    with any fingerprint: the store cannot prove the payloads match. An operation that
+    raises an ``Exception`` frees the key (nothing useful happened); one interrupted by
+    ``KeyboardInterrupt`` or ``SystemExit`` may have half-written, so its claim is kept
+    and marked stale for the lookup to settle. An ok result that is not JSON-serialisable
+    cannot be kept: the claim is kept (stale) and ``TypeError`` is raised.
+
+Time
+    Lease deadlines come from the transaction's clock (:meth:`Transaction.now`): the store's
+    wall clock for memory and SQLite, the database's clock for PostgreSQL, so workers on
+    several hosts judge a lease by one clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from agentkit.boundary.canonical import canonical_json
+from agentkit.boundary.errors import ErrorCode, failure
+from agentkit.policy.stores.owner import this_host, this_process
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self needs Python 3.11
+
+__all__ = ["Claim", "Result", "StoreBase", "Transaction"]
+
+logger = logging.getLogger("agentkit.policy.stores")
+
+Result = dict[str, Any]
+
+_CLAIMED = "claimed"
+_TAKEN_OVER = "taken_over"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Who runs a key now, and until when they may be presumed alive."""
+
+    token: str  # unique per claim: the compare-and-swap handle
+    fingerprint: str | None
+    host: str
+    pid: int
+    start_time: int | None
+    lease_until: float  # seconds since the epoch, by the transaction's clock
+
+
+class Transaction(Protocol):
+    """What run_once needs from a backend inside one atomic section.
+
+    Results are ``(fingerprint, result JSON text)``; approvals are their JSON text. A
+    ``write`` transaction must make its reads and writes one atomic step (a lock, ``BEGIN
+    IMMEDIATE``, or ``lock(name)`` for backends that lock per key).
+    """
+
+    def now(self) -> float: ...
+    def lock(self, name: str) -> None: ...
+    def result(self, key: str) -> tuple[str | None, str] | None: ...
+    def claim(self, key: str) -> Claim | None: ...
+    def insert_claim(self, key: str, claim: Claim) -> bool: ...
+    def replace_claim(self, key: str, token: str, claim: Claim) -> bool: ...
+    def delete_claim(self, key: str, token: str | None) -> bool: ...
+    def insert_result(self, key: str, fingerprint: str | None, text: str) -> None: ...
+    def approval(self, approval_id: str) -> str | None: ...
+    def insert_approval(self, approval_id: str, state: str, text: str) -> None: ...
+    def replace_approval(self, approval_id: str, state: str, text: str) -> None: ...
+    def approvals(self, state: str | None) -> list[str]: ...
+
+
+def conflicts(given: str | None, stored: str | None) -> bool:
+    """A given fingerprint must equal the stored one; None given means "do not check".
+
+    A key first used without a fingerprint and later with one is a conflict: the store
+    cannot prove the payloads match, and refusing is the safe side.
+    """
+    return given is not None and given != stored
+
+
+def is_ok(result: Any) -> bool:
+    return isinstance(result, dict) and result.get("ok") is True
+
+
+def record_text(record: Any) -> str:
+    """An approval record's stored text; it must be a dict with a str ``state``."""
+    if not isinstance(record, dict) or not isinstance(record.get("state"), str):
+        raise ValueError('an approval record must be a dict with a str "state"')
+    return canonical_json(record)
+
+
+class StoreBase:
+    """run_once and the approval records, over a backend's :meth:`transaction`."""
+
+    def __init__(self, claim_ttl_seconds: float) -> None:
+        ttl = float(claim_ttl_seconds)
+        if not ttl > 0:  # also refuses NaN
+            raise ValueError("claim_ttl_seconds must be > 0")
+        self.claim_ttl_seconds = ttl
+        self.host = this_host()
+
+    # ---- what a backend provides
+
+    def transaction(
+        self, *, write: bool, full_sync: bool = False
+    ) -> AbstractContextManager[Transaction]:  # pragma: no cover - abstract
+        """One atomic section; ``full_sync`` asks a durable backend to make it survive a
+        power cut before it returns."""
+        raise NotImplementedError
+
+    def owner_gone(self, claim: Claim) -> bool:
+        """True when the claim's owner is provably gone; the memory store never knows."""
+        return False
+
+    # ---- public interface
+
+    def run_once(
+        self,
+        key: str,
+        operation: Callable[[], Result],
+        fingerprint: str | None = None,
+        *,
+        recover: Callable[[], Result | None] | None = None,
+        lease_seconds: float | None = None,
+        full_sync: bool = False,
+    ) -> Result:
+        """Run ``operation`` at most once per key (DESIGN §7, and this module's docstring).
+
+        ``lease_seconds`` is the caller's worst case for one run (its timeout and then
+        some): the claim is not presumed abandoned before it passes, even if it is longer
+        than ``claim_ttl_seconds``. ``full_sync`` makes a durable store commit this call's
+        claim and result durably, for writes that must not happen twice even across a
+        power cut.
+        """
+        if not isinstance(key, str):
+            raise TypeError("key must be a str")
+        with self.transaction(write=False) as tx:  # fast path: a replay takes no write lock
+            stored = tx.result(key)
+        if stored is not None:
+            return self._replay(stored, fingerprint)
+
+        ttl = max(self.claim_ttl_seconds, lease_seconds or 0.0)
+        with self.transaction(write=True, full_sync=full_sync) as tx:
+            decision = self._decide(tx, key, fingerprint, ttl, may_take_over=recover is not None)
+        if isinstance(decision, dict):
+            return decision
+        kind, mine = decision
+        if kind == _TAKEN_OVER:
+            assert recover is not None
+            outcome = self._recover(key, mine, recover, full_sync)
+            if outcome is not None:
+                return outcome
+        return self._run(key, mine, operation, full_sync)
+
+    def release(self, key: str) -> None:
+        """Clear a claim, whoever holds it: a human's "I checked, it did not happen"."""
+        with self.transaction(write=True) as tx:
+            tx.lock(key)
+            tx.delete_claim(key, None)
+
+    def abandon(self, key: str) -> None:
+        """Mark this process's claim on ``key`` stale now: its owner is running nothing more.
+
+        The runner calls it when a write ended ``outcome_unknown`` and its attempt has really
+        returned: the next caller then asks the status lookup at once, instead of being told
+        ``in_progress`` until a lease that nobody is using runs out. Claims held by another
+        process are left alone; their owner check and lease decide.
+        """
+        pid, _ = this_process()
+        with self.transaction(write=True) as tx:
+            tx.lock(key)
+            claim = tx.claim(key)
+            if claim is not None and claim.host == self.host and claim.pid == pid:
+                tx.replace_claim(key, claim.token, dataclasses.replace(claim, lease_until=0.0))
+
+    def result(self, key: str) -> Result | None:
+        """The stored completed result (a fresh copy), or None."""
+        with self.transaction(write=False) as tx:
+            stored = tx.result(key)
+        return None if stored is None else _loads(stored[1])
+
+    def put_approval(self, approval_id: str, record: dict[str, Any]) -> None:
+        """Insert or replace; committed durably in the durable stores."""
+        text = record_text(record)
+        with self.transaction(write=True, full_sync=True) as tx:
+            tx.lock(approval_id)
+            if tx.approval(approval_id) is None:
+                tx.insert_approval(approval_id, record["state"], text)
+            else:
+                tx.replace_approval(approval_id, record["state"], text)
+
+    def get_approval(self, approval_id: str) -> dict[str, Any] | None:
+        """A fresh copy of the record, or None."""
+        with self.transaction(write=False) as tx:
+            text = tx.approval(approval_id)
+        return None if text is None else _loads(text)
+
+    def update_approval(
+        self, approval_id: str, expected_state: str, record: dict[str, Any]
+    ) -> bool:
+        """Compare-and-swap on ``state``: approve and deny racing each other cannot both win."""
+        text = record_text(record)
+        with self.transaction(write=True, full_sync=True) as tx:
+            tx.lock(approval_id)
+            current = tx.approval(approval_id)
+            if current is None or _loads(current).get("state") != expected_state:
+                return False
+            tx.replace_approval(approval_id, record["state"], text)
+            return True
+
+    def close(self) -> None:
+        """Release resources; the memory store has none."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ---- steps of run_once
+
+    @staticmethod
+    def _replay(stored: tuple[str | None, str], fingerprint: str | None) -> Result:
+        if conflicts(fingerprint, stored[0]):
+            return failure(ErrorCode.IDEMPOTENCY_CONFLICT)
+        result = _loads(stored[1])
+        result["replayed"] = True
+        return result
+
+    def _is_stale(self, claim: Claim, now: float) -> bool:
+        return claim.lease_until <= now or self.owner_gone(claim)
+
+    def _decide(
+        self, tx: Transaction, key: str, fingerprint: str | None, ttl: float, *,
+        may_take_over: bool,
+    ) -> Result | tuple[str, Claim]:
+        """Inside one atomic section: a final answer, or the claim this caller now holds."""
+        tx.lock(key)
+        stored = tx.result(key)
+        if stored is not None:  # completed since the fast path looked
+            return self._replay(stored, fingerprint)
+        now = tx.now()
+        pid, start = this_process()
+        mine = Claim(os.urandom(16).hex(), fingerprint, self.host, pid, start, now + ttl)
+        claim = tx.claim(key)
+        if claim is None:
+            if not tx.insert_claim(key, mine):
+                return failure(ErrorCode.IN_PROGRESS)
+            return (_CLAIMED, mine)
+        if conflicts(fingerprint, claim.fingerprint):
+            return failure(ErrorCode.IDEMPOTENCY_CONFLICT)
+        if not self._is_stale(claim, now):
+            return failure(ErrorCode.IN_PROGRESS)
+        if not may_take_over:
+            # Nobody can say whether the write landed; leave the claim for a lookup or a human.
+            return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
+        mine = dataclasses.replace(mine, fingerprint=claim.fingerprint)
+        if not tx.replace_claim(key, claim.token, mine):
+            return failure(ErrorCode.IN_PROGRESS)
+        return (_TAKEN_OVER, mine)
+
+    def _recover(
+        self, key: str, mine: Claim, recover: Callable[[], Result | None], full_sync: bool
+    ) -> Result | None:
+        """Ask the status lookup: a result to return, or None when the operation should run."""
+        try:
+            receipt = recover()
+        except Exception:
+            logger.warning("status lookup for key %r raised; outcome unknown", key, exc_info=True)
+            self._abandon(key, mine)
+            return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
+        except BaseException:
+            self._abandon(key, mine)
+            raise
+        if receipt is None:
+            return None  # not done: the caller runs the operation under this claim
+        if not is_ok(receipt):
+            self._abandon(key, mine)
+            return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
+        assert isinstance(receipt, dict)
+        self._complete(key, mine, receipt, full_sync)
+        return receipt
+
+    def _run(
+        self, key: str, mine: Claim, operation: Callable[[], Result], full_sync: bool
+    ) -> Result:
+        try:
+            result = operation()
+        except Exception:
+            self._drop(key, mine)
+            raise
+        except BaseException:
+            # Interrupted mid-write: the outcome is unknown, but nobody runs it any more.
+            self._abandon(key, mine)
+            raise
+        if is_ok(result):
+            self._complete(key, mine, result, full_sync)
+        elif isinstance(result, dict) and result.get("error") == ErrorCode.OUTCOME_UNKNOWN:
+            pass  # it may still be running: the claim stays until its lease or owner ends
+        else:
+            self._drop(key, mine)
+            if not isinstance(result, dict):
+                raise TypeError(f"operation must return a dict, not {type(result).__name__}")
+        return result
+
+    def _complete(self, key: str, mine: Claim, result: Result, full_sync: bool) -> None:
+        """Store the result and drop the claim in one atomic section."""
+        try:
+            text = canonical_json(result)
+        except (TypeError, ValueError) as exc:
+            self._abandon(key, mine)  # it happened, but cannot be kept: let a lookup decide
+            raise TypeError("an ok result must be JSON-serialisable to be stored") from exc
+        with self.transaction(write=True, full_sync=full_sync) as tx:
+            tx.lock(key)
+            if tx.result(key) is None:
+                tx.insert_result(key, mine.fingerprint, text)
+            still_mine = tx.delete_claim(key, mine.token)
+        if not still_mine:
+            logger.warning(
+                "claim on key %r was lost before the run finished (lease too short?)", key
+            )
+
+    def _drop(self, key: str, mine: Claim) -> None:
+        """Free the key, unless someone else holds it by now."""
+        with self.transaction(write=True) as tx:
+            tx.lock(key)
+            tx.delete_claim(key, mine.token)
+
+    def _abandon(self, key: str, mine: Claim) -> None:
+        """Keep the claim but mark it stale at once, so the next caller asks the lookup."""
+        with self.transaction(write=True) as tx:
+            tx.lock(key)
+            tx.replace_claim(key, mine.token, dataclasses.replace(mine, lease_until=0.0))
+
+
+def _loads(text: str) -> dict[str, Any]:
+    value = json.loads(text)
+    assert isinstance(value, dict)
+    return value

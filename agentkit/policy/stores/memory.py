@@ -1,0 +1,99 @@
+"""The in-memory store: a lock and three dicts behind the shared algorithm.
+
+For one process that may forget everything when it ends (a notebook, a test, a short task).
+A claim is stale only when its lease passes: a worker thread that died is not visible from
+here, and the lease covers it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from agentkit.policy.stores.algorithm import Claim, StoreBase
+
+__all__ = ["IdempotencyStore", "MemoryTransaction"]
+
+
+class MemoryTransaction:
+    """The :class:`~agentkit.policy.stores.algorithm.Transaction` of the memory store; the
+    store's lock is held for its whole life, so every section is atomic."""
+
+    def __init__(self, store: IdempotencyStore) -> None:
+        self._s = store
+
+    def now(self) -> float:
+        return self._s.clock()
+
+    def lock(self, name: str) -> None:
+        pass  # the store's one lock is already held
+
+    def result(self, key: str) -> tuple[str | None, str] | None:
+        return self._s._results.get(key)
+
+    def claim(self, key: str) -> Claim | None:
+        return self._s._claims.get(key)
+
+    def insert_claim(self, key: str, claim: Claim) -> bool:
+        if key in self._s._claims:
+            return False
+        self._s._claims[key] = claim
+        return True
+
+    def replace_claim(self, key: str, token: str, claim: Claim) -> bool:
+        current = self._s._claims.get(key)
+        if current is None or current.token != token:
+            return False
+        self._s._claims[key] = claim
+        return True
+
+    def delete_claim(self, key: str, token: str | None) -> bool:
+        current = self._s._claims.get(key)
+        if current is None or (token is not None and current.token != token):
+            return False
+        del self._s._claims[key]
+        return True
+
+    def insert_result(self, key: str, fingerprint: str | None, text: str) -> None:
+        self._s._results[key] = (fingerprint, text)
+
+    def approval(self, approval_id: str) -> str | None:
+        found = self._s._approvals.get(approval_id)
+        return None if found is None else found[1]
+
+    def insert_approval(self, approval_id: str, state: str, text: str) -> None:
+        self._s._approvals[approval_id] = (state, text)
+
+    def replace_approval(self, approval_id: str, state: str, text: str) -> None:
+        self._s._approvals[approval_id] = (state, text)  # keeps its place: creation order
+
+    def approvals(self, state: str | None) -> list[str]:
+        return [t for s, t in self._s._approvals.values() if state is None or s == state]
+
+
+class IdempotencyStore(StoreBase):
+    """In memory and thread safe: for one process that may forget everything when it ends.
+
+    A claim is stale only when its lease passes: a worker thread that died is not visible
+    from here, and the lease covers it.
+    """
+
+    def __init__(
+        self, claim_ttl_seconds: float = 300, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        super().__init__(claim_ttl_seconds)
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._results: dict[str, tuple[str | None, str]] = {}
+        self._claims: dict[str, Claim] = {}
+        self._approvals: dict[str, tuple[str, str]] = {}  # id -> (state, text)
+
+    @contextmanager
+    def transaction(self, *, write: bool, full_sync: bool = False) -> Iterator[MemoryTransaction]:
+        with self._lock:
+            yield MemoryTransaction(self)
+
+    def __repr__(self) -> str:
+        return f"IdempotencyStore(claim_ttl_seconds={self.claim_ttl_seconds:g})"
