@@ -31,8 +31,9 @@ from agentkit.policy.budget import Budget
 from agentkit.policy.runner import ToolRunner
 from agentkit.policy.stores import IdempotencyStore, SQLiteIdempotencyStore
 
-if TYPE_CHECKING:
-    from agentkit.demo import faults, matrix
+if TYPE_CHECKING:  # the lazy modules' types (``as`` marks them re-exported, not unused)
+    from agentkit.demo import faults as faults
+    from agentkit.demo import matrix as matrix
 
 __all__ = [
     "Budget",

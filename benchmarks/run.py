@@ -1,75 +1,360 @@
-"""Speed of the boundary (``make bench``): numbers to watch, never asserted in unit tests.
+"""``make bench``: the boundary's cost beside its floors and the frameworks people use instead.
 
-Each line is the median of several rounds, in microseconds per call unless marked.
+One run, one table. Every group is timed in interleaved rounds and reports, per path, the
+median µs per call and the median of its per-round ratios to the group's reference (see
+benchmarks/harness.py for why). Then the whole-kit rows: RSS growth over 100k runner calls,
+``import agentkit`` time, and (unless ``--skip-slow``) strict nbval of every notebook and
+``make test``. Each goal of issue 13 is printed with PASS or MISS. The table and the machine
+it ran on (CPU count, load, Python, every peer's version) are written to
+benchmarks/results/latest.md and latest.csv; ``--readme`` also puts them in README.md.
+
+Usage: python benchmarks/run.py [--skip-slow] [--no-install] [--rounds N] [--readme]
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.metadata
+import json
+import os
+import platform
+import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path as FsPath
+from typing import Any
 
-import agentkit
-from agentkit import IdempotencyStore, SQLiteIdempotencyStore, ToolRegistry, ToolRunner, ToolSpec, invoke_tool
-from agentkit.boundary.redaction import Redactor, shape_output
+ROOT = FsPath(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: make the benchmarks package importable
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import suites  # noqa: E402
+from benchmarks.harness import (  # noqa: E402
+    Goal,
+    Path,
+    Row,
+    Runner,
+    csv_text,
+    goals_table,
+    markdown_table,
+    median_ratio,
+    path_rows,
+)
+
+RESULTS = ROOT / "benchmarks" / "results"
+README_START = "<!-- bench:start -->"
+README_END = "<!-- bench:end -->"
+#: Distributions whose versions the report names (peers first; absent ones say so).
+VERSIONS = (
+    "openai-agents", "mcp", "langchain-core", "pydantic-ai-slim", "pydantic", "fastjsonschema",
+    "psycopg", "agentkit",
+)
+RSS_CALLS = 100_000
+NBVAL = [
+    "--nbval", "--nbval-current-env", "--nbval-sanitize-with", "notebooks/nbval_sanitize.cfg",
+]
 
 
-def search(query: str, limit: int = 3) -> list[str]:
-    return [query] * limit
+# --------------------------------------------------------------------------- install
 
 
-def save(name: str, text: str) -> dict:
-    return {"saved": name}
+def bench_requirements() -> list[str]:
+    """The ``bench`` extra's requirements, read from pyproject.toml."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the extra is one simple list
+        block = re.search(r"^bench\s*=\s*\[(.*?)\]", text, re.S | re.M)
+        return re.findall(r'"([^"]+)"', block.group(1)) if block else []
+    extras = tomllib.loads(text).get("project", {}).get("optional-dependencies", {})
+    return [r for r in extras.get("bench", []) if not r.startswith("agentkit")]
 
 
-def per_call(fn: Callable[[int], object], n: int, rounds: int = 5) -> float:
+def install_bench_extra() -> dict[str, str]:
+    """pip-install the bench extra; on failure, each requirement alone. Returns failures."""
+    requirements = bench_requirements()
+    if not requirements:
+        return {}
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    print(f"installing the bench extra: {' '.join(requirements)}", flush=True)
+    done = subprocess.run([*pip, *requirements], capture_output=True, text=True)
+    if done.returncode == 0:
+        return {}
+    failures = {}
+    for requirement in requirements:
+        one = subprocess.run([*pip, requirement], capture_output=True, text=True)
+        if one.returncode != 0:
+            lines = [line for line in one.stderr.splitlines() if line.startswith("ERROR")]
+            failures[requirement] = (lines[-1] if lines else "pip failed")[:200]
+    return failures
+
+
+# --------------------------------------------------------------------------- machine
+
+
+def versions() -> dict[str, str]:
+    found = {}
+    for name in VERSIONS:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def cpu_model() -> str:
+    try:
+        for line in FsPath("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def git_revision() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "agentkit"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() + (" (agentkit/ modified)" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+# --------------------------------------------------------------------------- whole-kit rows
+
+
+def rss_growth() -> tuple[float | None, str]:
+    """MB of RSS growth over 100k runner calls, in a fresh process."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "rss.py"), str(RSS_CALLS)],
+        capture_output=True, text=True, cwd=ROOT,
+    )
+    if done.returncode != 0:
+        return None, f"failed: {done.stderr.strip().splitlines()[-1:]}"
+    data = json.loads(done.stdout.strip().splitlines()[-1])
+    growth = (data["after"] - data["before"]) / 1e6
+    per_call = data["seconds"] / data["calls"] * 1e6
+    return growth, f"{data['before'] / 1e6:.0f} → {data['after'] / 1e6:.0f} MB; {per_call:.0f} µs/call"
+
+
+def import_time(runs: int = 7) -> tuple[float | None, str]:
+    """Median ms of ``import agentkit`` in fresh interpreters (interpreter start excluded)."""
+    code = (
+        "import time; t = time.perf_counter(); import agentkit; "
+        "print(time.perf_counter() - t)"
+    )
     samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for i in range(n):
-            fn(i)
-        samples.append((time.perf_counter() - start) / n * 1e6)
-    return statistics.median(samples)
+    for _ in range(runs):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+        if done.returncode != 0:
+            return None, f"failed: {done.stderr.strip().splitlines()[-1:]}"
+        samples.append(float(done.stdout.strip()) * 1e3)
+    return statistics.median(samples), f"median of {runs}; min {min(samples):.0f} ms"
 
 
-def main() -> int:
+def timed_command(command: list[str]) -> tuple[float, int, str]:
+    """Wall seconds, exit status and the last line of output of one command."""
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    elapsed = time.perf_counter() - start
+    tail = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    return elapsed, done.returncode, (tail[-1] if tail else "")[:160]
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def find(paths: list[Path], prefix: str) -> Path | None:
+    for path in paths:
+        if path.name.startswith(prefix):
+            return path
+    return None
+
+
+def ratio_goal(text: str, paths: list[Path], numerator: str, denominator: str, op: str,
+               limit: float) -> Goal:
+    a, b = find(paths, numerator), find(paths, denominator)
+    for path, label in ((a, numerator), (b, denominator)):
+        if path is None or not path.samples:
+            why = path.missing if path is not None and path.missing else f"{label} not measured"
+            return Goal(text, None, op, limit, why_missing=str(why))
+    assert a is not None and b is not None
+    return Goal(text, median_ratio(a.samples, b.samples), op, limit)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skip-slow", action="store_true",
+                        help="skip the strict nbval and `make test` rows (minutes each)")
+    parser.add_argument("--no-install", action="store_true", help="do not pip-install the bench extra")
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds per group")
+    parser.add_argument("--target-ms", type=float, default=20.0, help="length of one sample")
+    parser.add_argument("--readme", action="store_true", help="also write the table into README.md")
+    parser.add_argument("--out", default=str(RESULTS), help="folder for latest.md and latest.csv")
+    args = parser.parse_args(argv)
+
+    install_failures = {} if args.no_install else install_bench_extra()
+    import agentkit
+
     agentkit.set_testing(True)
-    registry = ToolRegistry([
-        ToolSpec("search", "Search.", "read", 2.0, 3, 2_000, search),
-        ToolSpec("save", "Save.", "reversible_write", 2.0, 3, 2_000, save),
-    ])
-    runner = ToolRunner(registry)
-    lines = [
-        ("invoke_tool, ok", per_call(lambda i: invoke_tool(registry, "search", {"query": "q"}), 2_000)),
-        ("invoke_tool, invalid_arguments", per_call(lambda i: invoke_tool(registry, "search", {"q": 1}), 2_000)),
-        ("invoke_tool, unknown_tool", per_call(lambda i: invoke_tool(registry, "nope", {}), 2_000)),
-        ("ToolRunner.call, read ok", per_call(lambda i: runner.call("search", {"query": "q"}), 2_000)),
-        ("ToolRunner.call, new write (memory store)",
-         per_call(lambda i: runner.call("save", {"name": f"n{i}", "text": "t"}), 1_000, rounds=1)),
-        ("ToolRunner.call, replayed write (memory store)",
-         per_call(lambda i: runner.call("save", {"name": "n1", "text": "t"}), 2_000)),
+    started = time.perf_counter()
+    machine: dict[str, Any] = {
+        "date (UTC)": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "cpu count": os.cpu_count(),
+        "cpu": cpu_model(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "agentkit revision": git_revision(),
+        "load average at start (1/5/15 min)": load(),
+    }
+    for name, version in versions().items():
+        machine[f"version {name}"] = version
+    for requirement, error in install_failures.items():
+        machine[f"install failed: {requirement}"] = error
+
+    runner = Runner(rounds=args.rounds, target_seconds=args.target_ms / 1e3,
+                    warmup_seconds=args.target_ms / 1e3)
+    rows: list[Row] = []
+    goals: list[Goal] = []
+
+    def group(title: str, paths: list[Path], reference: str) -> list[Path]:
+        print(f"timing: {title} ({sum(p.available for p in paths)} paths)", flush=True)
+        runner.run(paths)
+        rows.extend(path_rows(title, paths, find(paths, reference)))
+        return paths
+
+    sync = group("sync", suites.sync_paths(), "floor: ThreadPoolExecutor")
+    goals.append(ratio_goal("sync: invoke_tool ≤ 1.25× raw thread hop", sync,
+                            "agentkit: invoke_tool", "floor: ThreadPoolExecutor", "<=", 1.25))
+    goals.append(ratio_goal("sync: invoke_tool ≤ 0.75× openai-agents sync tool", sync,
+                            "agentkit: invoke_tool", "openai-agents", "<=", 0.75))
+
+    asyn = group("async", suites.async_paths(), "floor: asyncio")
+    goals.append(ratio_goal("async: ainvoke_tool ≤ 1.5× openai-agents async on_invoke_tool", asyn,
+                            "agentkit: ainvoke_tool", "openai-agents", "<=", 1.5))
+    goals.append(ratio_goal("async: ainvoke_tool ≤ 0.4× MCP SDK async call_tool", asyn,
+                            "agentkit: ainvoke_tool", "MCP SDK", "<=", 0.4))
+    goals.append(ratio_goal("async: ainvoke_tool ≤ 2× asyncio floor", asyn,
+                            "agentkit: ainvoke_tool", "floor: asyncio", "<=", 2.0))
+
+    output = group("output", suites.output_paths(), "agentkit: invoke_tool, 10 KB")
+    goals.append(ratio_goal("output: 10 MB ≤ 2× the 10 KB case", output,
+                            "agentkit: invoke_tool, 10 MB", "agentkit: invoke_tool, 10 KB", "<=", 2.0))
+
+    with tempfile.TemporaryDirectory(prefix="agentkit-bench-") as folder:
+        for title, paths in suites.durable_paths(folder):
+            group(title, paths, "floor:")
+            for row in rows[-len(paths):]:
+                if row.value:
+                    row.note = (row.note + "; " if row.note else "") + f"{1e6 / row.value:,.0f}/s"
+            if title.startswith("durable"):
+                sync_level = title.split(", ")[1].rstrip(")")
+                goals.append(ratio_goal(
+                    f"durable: SQLite run_once/s ≥ 0.4× raw inserts/s ({sync_level})", paths,
+                    "floor:", "agentkit:", ">=", 0.4))
+        pg, why = suites.postgres_paths()
+        group("durable (PostgreSQL)", pg, "floor:")
+        goals.append(ratio_goal("durable: PostgreSQL run_once/s ≥ 0.4× raw inserts/s", pg,
+                                "floor:", "agentkit:", ">=", 0.4))
+
+    print("measuring: RSS over 100k runner calls, import time", flush=True)
+    growth, note = rss_growth()
+    rows.append(Row("whole kit", "RSS growth over 100k ToolRunner.call reads", growth, "MB", note=note))
+    goals.append(Goal("memory: 100k runner calls grow RSS < 50 MB", growth, "<", 50, "MB",
+                      why_missing=note if growth is None else ""))
+    millis, note = import_time()
+    rows.append(Row("whole kit", "import agentkit", millis, "ms", note=note))
+    goals.append(Goal("import agentkit ≤ 100 ms", millis, "<=", 100, "ms",
+                      why_missing=note if millis is None else ""))
+
+    fast_seconds = time.perf_counter() - started
+    slow = [
+        ("strict nbval of all notebooks", [sys.executable, "-m", "pytest", "notebooks", *NBVAL,
+                                            "-q", "-p", "no:cacheprovider"], 60),
+        ("make test", ["make", "test"], 90),
     ]
-    with tempfile.TemporaryDirectory() as tmp:
-        durable = ToolRunner(registry, store=SQLiteIdempotencyStore(Path(tmp) / "s.sqlite"))
-        lines.append(("ToolRunner.call, new write (SQLite store)",
-                      per_call(lambda i: durable.call("save", {"name": f"n{i}", "text": "t"}), 300, rounds=1)))
-        lines.append(("ToolRunner.call, replayed write (SQLite store)",
-                      per_call(lambda i: durable.call("save", {"name": "n1", "text": "t"}), 1_000)))
-        durable.store.close()
-    big = "word " * 2_000_000
-    lines.append(("shape 10 MB str to 2,000 chars (redaction on)",
-                  per_call(lambda i: shape_output(big, 2_000, Redactor()), 50)))
-    store = IdempotencyStore()
-    lines.append(("IdempotencyStore.run_once, completed key",
-                  per_call(lambda i: store.run_once("k", lambda: {"ok": True, "data": "x"}), 5_000)))
-    width = max(len(name) for name, _ in lines)
-    print(f"python {sys.version.split()[0]}, median of rounds, microseconds per call")
-    for name, micros in lines:
-        print(f"{name:<{width}}  {micros:10.1f}")
+    for name, command, limit in slow:
+        if args.skip_slow:
+            rows.append(Row("whole kit", name, None, "s", note="skipped (--skip-slow)"))
+            goals.append(Goal(f"{name} < {limit} s", None, "<", limit, "s",
+                              why_missing="skipped (--skip-slow)"))
+            continue
+        print(f"running: {name}", flush=True)
+        seconds, status, tail = timed_command(command)
+        error = "" if status == 0 else f"exit {status}"
+        rows.append(Row("whole kit", name, seconds, "s", note=tail))
+        goals.append(Goal(f"{name} < {limit} s", seconds, "<", limit, "s", error=error))
+
+    runner.close()
+    machine["load average at end (1/5/15 min)"] = load()
+    machine["seconds, without the slow rows"] = f"{fast_seconds:.0f}"
+    machine["rounds per group"] = args.rounds
+    machine["sample length (ms)"] = args.target_ms
+    report = render(rows, goals, machine)
+    print()
+    print(report)
+    out = FsPath(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "latest.md").write_text(report + "\n", encoding="utf-8")
+    (out / "latest.csv").write_text(csv_text(rows, goals, machine), encoding="utf-8")
+    print(f"\nwritten: {out / 'latest.md'}, {out / 'latest.csv'}")
+    if args.readme:
+        update_readme(goals, machine)
     return 0
+
+
+def render(rows: list[Row], goals: list[Goal], machine: dict[str, Any]) -> str:
+    lines = [
+        "## Goals (medians of per-round ratios)",
+        "",
+        goals_table(goals),
+        "",
+        "## Paths (median µs per call; ratio = median of per-round ratios to the group's floor)",
+        "",
+        markdown_table(rows),
+        "",
+        "## Machine",
+        "",
+        *(f"- {key}: {value}" for key, value in machine.items()),
+    ]
+    return "\n".join(lines)
+
+
+def update_readme(goals: list[Goal], machine: dict[str, Any]) -> None:
+    """Replace the README's bench section (between its markers) with the latest goals."""
+    readme = ROOT / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    if README_START not in text or README_END not in text:
+        print("README.md has no bench markers; not updated")
+        return
+    peers = ", ".join(f"{k.removeprefix('version ')} {v}" for k, v in machine.items()
+                      if k.startswith("version ") and v != "not installed")
+    body = "\n".join([
+        README_START,
+        f"Last full run: {machine['date (UTC)']} UTC, {machine['cpu count']} CPUs, Python "
+        f"{machine['python']}, load {machine['load average at start (1/5/15 min)']}; {peers}.",
+        "",
+        goals_table(goals),
+        "",
+        "Every path, the floors and the machine: `benchmarks/results/latest.md`.",
+        README_END,
+    ])
+    start, end = text.index(README_START), text.index(README_END) + len(README_END)
+    readme.write_text(text[:start] + body + text[end:], encoding="utf-8")
+    print("README.md bench section updated")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ import pytest
 from agentkit import Budget, ToolRunner
 from agentkit.demo import baseline
 from agentkit.demo.agent import STOP_REASONS, Transcript, run_agent, run_baseline
-from agentkit.demo.tools import make_demo_registry, outbox_lines
 from agentkit.demo.fake_model import MISBEHAVIOURS, FakeModel, FinalAnswer, ToolCall, first_sentence
+from agentkit.demo.tools import make_demo_registry, outbox_lines
 
 QUESTIONS = [
     "idempotency key retry",

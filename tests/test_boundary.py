@@ -13,7 +13,6 @@ from agentkit import CallContext, ToolRegistry, ToolSpec, invoke_tool
 from agentkit.boundary.invoke import invoke_attempt
 
 
-
 def spec(handler, *, name="tool", effect="read", timeout=1.0, attempts=3, out=200, **kw):
     return ToolSpec(name, f"The {name} tool.", effect, timeout, attempts, out, handler, **kw)
 
@@ -361,7 +360,8 @@ def test_interpreter_exits_with_a_hung_handler(tmp_path):
         "reg = ToolRegistry([ToolSpec('hang', 'Hangs.', 'read', 0.05, 1, 10, hang)])\n"
         "print(invoke_tool(reg, 'hang', {'x': 1})['error'])\n"
     )
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+                          check=False)
     assert done.returncode == 0 and done.stdout.strip() == "outcome_unknown"
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agentkit.faces.cli import main
 from agentkit.demo.matrix import COLUMNS, CSV_PATH
+from agentkit.faces.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def agentkit_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "agentkit", *args],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        capture_output=True, text=True, timeout=120, cwd=ROOT, check=False,
     )
 
 

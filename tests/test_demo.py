@@ -25,7 +25,6 @@ from agentkit.demo.tools import (
     workspace_path,
 )
 
-
 # --------------------------------------------------------------------------- corpus
 
 

@@ -140,7 +140,7 @@ def test_rows_come_back_sorted_like_the_csv():
 
 
 def test_a_cell_that_cannot_be_played_is_reported_not_raised(monkeypatch):
-    import agentkit.demo.matrix as matrix
+    from agentkit.demo import matrix
 
     def broken(effect, workdir):
         raise RuntimeError("scenario bug")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 import pytest
 
@@ -15,8 +16,8 @@ def search(query: str, limit: int = 3) -> list:
 
 
 def make(**overrides):
-    fields = dict(name="search", description="Search the notes.", effect="read", timeout_seconds=1.0,
-                  max_attempts=3, max_output_chars=100, handler=search)
+    fields = {"name": "search", "description": "Search the notes.", "effect": "read",
+              "timeout_seconds": 1.0, "max_attempts": 3, "max_output_chars": 100, "handler": search}
     fields.update(overrides)
     return ToolSpec(**fields)
 
@@ -55,7 +56,7 @@ def test_bad_policy_values_are_refused_when_the_spec_is_made(overrides):
 
 
 def test_spec_is_frozen():
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         make().max_attempts = 10  # type: ignore[misc]
 
 
@@ -82,9 +83,9 @@ def test_parameters_are_derived_once_at_registration():
         exact: bool = False,
         tags: list[str] | None = None,
         mode: Literal["fast", "full"] = "fast",
-        extra: dict = None,  # type: ignore[assignment]
+        extra: dict = None,  # type: ignore[assignment]  # noqa: RUF013 (implicit Optional, on purpose)
         note: Annotated[str, "a note for the reader"] = "",
-        maybe: Optional[int] = None,
+        maybe: int | None = None,
     ) -> str:
         return query
 
@@ -168,19 +169,19 @@ def three_tools() -> ToolRegistry:
 def test_describe_openai(three_tools):
     tools = three_tools.describe("openai")
     assert [t["function"]["name"] for t in tools] == ["search", "save_brief", "send_message"]
-    for tool, spec in zip(tools, three_tools):
+    for tool, spec in zip(tools, three_tools, strict=True):
         assert tool == {"type": "function", "function": {
             "name": spec.name, "description": spec.description, "parameters": spec.parameters}}
 
 
 def test_describe_anthropic(three_tools):
-    for tool, spec in zip(three_tools.describe("anthropic"), three_tools):
+    for tool, spec in zip(three_tools.describe("anthropic"), three_tools, strict=True):
         assert tool == {"name": spec.name, "description": spec.description, "input_schema": spec.parameters}
 
 
 def test_describe_mcp_annotations_follow_the_effect(three_tools):
     tools = {t["name"]: t for t in three_tools.describe("mcp")}
-    for tool, spec in zip(tools.values(), three_tools):
+    for tool, spec in zip(tools.values(), three_tools, strict=True):
         assert set(tool) == {"name", "description", "inputSchema", "annotations"}
         assert tool["inputSchema"] == spec.parameters
     assert tools["search"]["annotations"] == {

@@ -16,7 +16,7 @@ PEM = "-----BEGIN RSA PRIVATE KEY-----\n" + "MIIEowIBAAKCAQEA\n" * 40 + "-----EN
 
 def tool(handler, out=200, **kw) -> ToolRegistry:
     return ToolRegistry([ToolSpec("t", "Test tool.", "read", 2.0, 1, out, handler,
-                                  parameters={"type": "object"}, **kw)], **{})
+                                  parameters={"type": "object"}, **kw)])
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,16 @@ import time
 
 import pytest
 
+from agentkit import (
+    Budget,
+    CallContext,
+    IdempotencyStore,
+    SQLiteIdempotencyStore,
+    ToolRegistry,
+    ToolRunner,
+    ToolSpec,
+)
 from agentkit.boundary.canonical import canonical_json
-from agentkit import Budget, CallContext, IdempotencyStore, SQLiteIdempotencyStore, ToolRegistry, ToolRunner, ToolSpec
 
 
 class Ledger:

@@ -103,7 +103,7 @@ def worker_env() -> dict[str, str]:
 def run_worker(mode: str, db: Path, work: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(WORKER), mode, str(db), "k", str(work), *extra],
-        env=worker_env(), capture_output=True, text=True, timeout=30,
+        env=worker_env(), capture_output=True, text=True, timeout=30, check=False,
     )
 
 

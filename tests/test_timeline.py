@@ -10,12 +10,12 @@ import pytest
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-import agentkit  # noqa: E402
-from agentkit import matrix  # noqa: E402
-from agentkit.faces.timeline import plot_timeline  # noqa: E402
-from agentkit.policy.trace import Trace  # noqa: E402
+import agentkit
+from agentkit import matrix
+from agentkit.faces.timeline import plot_timeline
+from agentkit.policy.trace import Trace
 
 
 @pytest.fixture(autouse=True)
@@ -82,7 +82,7 @@ def test_schematic_places_events_evenly_in_real_order(commit_then_timeout):
 
 
 def test_real_times_are_seconds_from_the_first_step(commit_then_timeout):
-    fig, ax = plt.subplots()
+    _fig, ax = plt.subplots()
     out = plot_timeline(commit_then_timeout.runner, ax=ax, schematic=False)
     assert out is ax
     [bar] = ax.patches

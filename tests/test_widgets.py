@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("ipywidgets")
-import ipywidgets  # noqa: E402
+import ipywidgets
 
-import agentkit  # noqa: E402
-from agentkit import CallContext, ToolRunner, matrix  # noqa: E402
-from agentkit.demo.agent import run_agent  # noqa: E402
-from agentkit.demo.corpus import Corpus  # noqa: E402
-from agentkit.demo.tools import make_demo_registry, outbox_lines  # noqa: E402
-from agentkit.demo.fake_model import FakeModel, ToolCall  # noqa: E402
-from agentkit.faces.widgets import AgentStepper, ApprovalPanel, FailureExplorer  # noqa: E402
+import agentkit
+from agentkit import CallContext, ToolRunner, matrix
+from agentkit.demo.agent import run_agent
+from agentkit.demo.corpus import Corpus
+from agentkit.demo.fake_model import FakeModel, ToolCall
+from agentkit.demo.tools import make_demo_registry, outbox_lines
+from agentkit.faces.widgets import AgentStepper, ApprovalPanel, FailureExplorer
 
 QUESTION = "idempotency key retry"
 
@@ -219,7 +219,7 @@ def test_approval_panel_shows_a_failing_runner_clearly(tmp_path, corpus, caplog)
 
     runner.approve = broken
     with caplog.at_level(logging.ERROR, logger="agentkit"):
-        [b for b in _buttons(panel) if b.description == "Approve"][0].click()
+        next(b for b in _buttons(panel) if b.description == "Approve").click()
     assert "Could not approve: OSError: the store is gone" in panel.status_html.value
     assert any(r.name == "agentkit" and r.exc_info for r in caplog.records)
     assert panel.pending and panel.pending[0]["approval_id"] == approval_id  # still listed

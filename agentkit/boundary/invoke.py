@@ -16,11 +16,11 @@ import logging
 from typing import Any
 
 from agentkit.boundary.authorization import authorize
+from agentkit.boundary.concurrency import Attempt, run_limited
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, classify_exception, failure
-from agentkit.boundary.concurrency import Attempt, run_limited
-from agentkit.boundary.registry import ToolRegistry, _Entry
 from agentkit.boundary.redaction import shape_output
+from agentkit.boundary.registry import ToolRegistry, _Entry
 from agentkit.boundary.schema import check_arguments
 from agentkit.boundary.spec import Effect
 

@@ -15,7 +15,7 @@ This layer imports the boundary and the policy, never the faces above it.
 
 from __future__ import annotations
 
-from agentkit.demo import faults, matrix  # noqa: F401  (re-exported)
+from agentkit.demo import faults, matrix
 from agentkit.demo.agent import Transcript, run_agent, run_baseline
 from agentkit.demo.fake_model import FakeModel, FinalAnswer, ToolCall, first_sentence
 from agentkit.demo.faults import count_calls

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentkit.demo import baseline
-from agentkit.boundary.errors import ErrorCode
-from agentkit.demo.fake_model import FinalAnswer, ToolCall
-from agentkit.boundary.redaction import render_value
 from agentkit.boundary.canonical import canonical_json
+from agentkit.boundary.errors import ErrorCode
+from agentkit.boundary.redaction import render_value
+from agentkit.demo import baseline
+from agentkit.demo.fake_model import FinalAnswer, ToolCall
 
 if TYPE_CHECKING:
     import pandas

@@ -31,7 +31,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from agentkit.demo.corpus import plain_text
 
@@ -77,7 +77,7 @@ class FinalAnswer:
         object.__setattr__(self, "citations", tuple(self.citations))
 
 
-Action = Union[ToolCall, FinalAnswer]
+Action = ToolCall | FinalAnswer
 History = Sequence[tuple[ToolCall, Any]]
 
 

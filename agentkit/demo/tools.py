@@ -35,10 +35,10 @@ from typing import Any
 
 from agentkit.boundary.authorization import Policy
 from agentkit.boundary.context import CallContext
-from agentkit.demo.corpus import Corpus
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.boundary.schema import derive_parameters
 from agentkit.boundary.spec import Effect, ToolSpec
+from agentkit.demo.corpus import Corpus
 
 OUTBOX = "outbox.jsonl"
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the lazy names' types, for type checkers and IDEs
     from agentkit.faces.lesson import capture_log, fresh_workspace, show
     from agentkit.faces.timeline import plot_timeline
     from agentkit.faces.widgets import AgentStepper, ApprovalPanel, FailureExplorer
@@ -32,7 +32,15 @@ _HOMES = {
     "show": "agentkit.faces.lesson",
 }
 
-__all__ = sorted(_HOMES)
+__all__ = [
+    "AgentStepper",
+    "ApprovalPanel",
+    "FailureExplorer",
+    "capture_log",
+    "fresh_workspace",
+    "plot_timeline",
+    "show",
+]
 
 
 def __getattr__(name: str) -> Any:

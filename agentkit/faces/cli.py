@@ -95,8 +95,8 @@ def text_table(records: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> 
 
 def _demo(args: argparse.Namespace) -> int:
     from agentkit.demo.agent import run_agent
-    from agentkit.demo.tools import make_demo_registry
     from agentkit.demo.fake_model import FakeModel
+    from agentkit.demo.tools import make_demo_registry
     from agentkit.policy.runner import ToolRunner
 
     with tempfile.TemporaryDirectory(prefix="agentkit-demo-") as scratch:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from agentkit.policy.trace import Trace, TraceRecord
+    from agentkit.policy.trace import TraceRecord
 
 __all__ = ["ROWS", "plot_timeline"]
 

@@ -29,17 +29,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agentkit.policy.approvals import EXPIRED, PENDING, RUNNING, SETTLED, Approvals
-from agentkit.policy.backoff import Backoff
-from agentkit.policy.budget import Budget
 from agentkit.boundary.canonical import fingerprint_of
+from agentkit.boundary.concurrency import Attempt, run_limited
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, failure
 from agentkit.boundary.invoke import _safe_name, execute, new_call_id, preflight
-from agentkit.boundary.concurrency import Attempt, run_limited
-from agentkit.boundary.registry import ToolRegistry, _Entry
 from agentkit.boundary.redaction import shape_output
+from agentkit.boundary.registry import ToolRegistry, _Entry
 from agentkit.boundary.spec import Effect, ToolSpec
+from agentkit.policy.approvals import EXPIRED, PENDING, RUNNING, SETTLED, Approvals
+from agentkit.policy.backoff import Backoff
+from agentkit.policy.budget import Budget
 from agentkit.policy.stores import IdempotencyStore
 from agentkit.policy.trace import Trace, TraceRecord
 

@@ -19,8 +19,11 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 ROOT = Path(__file__).resolve().parents[2]
 # The notebooks to copy and drive; another folder only to try the harness itself on a
@@ -213,7 +216,7 @@ class LabServer:
         head = f"--- jupyter server log ({self.log_path}) ---\n"
         return head + (text if len(text) <= chars else "[...]\n" + text[-chars:])
 
-    def __enter__(self) -> LabServer:
+    def __enter__(self) -> Self:
         try:
             self.start()
         except BaseException:
@@ -492,7 +495,7 @@ def problems(nb: NotebookPage, views: list[CellView] | None = None) -> list[str]
     if len(views) != len(nb.cells):
         return [f"the page shows {len(views)} cells, {nb.name} has {len(nb.cells)}"]
     found: list[str] = []
-    for view, cell in zip(views, nb.cells):
+    for view, cell in zip(views, nb.cells, strict=True):  # lengths checked just above
         i = view.index
         where = f"cell {i} ({nb.source(i).strip().splitlines()[0][:70] if nb.source(i).strip() else ''!r})"
         if view.cell_type != cell["cell_type"]:

@@ -68,7 +68,7 @@ def brief_key(context, arguments):
             key = call_answer(answer, context, dict(self.BRIEF))
         except NotAttempted:
             raise
-        except Exception as exc:  # noqa: BLE001 - any exception of the answer is reported
+        except Exception as exc:
             return f"your key function raised {describe_exception(exc)} for the sample brief {self.BRIEF['path']}."
         if not isinstance(key, str):
             return f"a key must be a str; yours returned {type(key).__name__}."

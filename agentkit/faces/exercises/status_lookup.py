@@ -74,7 +74,7 @@ def draft_status(drafts, draft_id, text):
             probe = call_answer(answer, {}, self.DRAFT_ID, self.TEXT)
         except NotAttempted:
             raise
-        except Exception as exc:  # noqa: BLE001 - any exception of the answer is reported
+        except Exception as exc:
             return (
                 f"with nothing saved, your lookup raised {describe_exception(exc)}. Answer None for "
                 "\"not done\"; raising means \"cannot tell\", and the runner then gives up "
