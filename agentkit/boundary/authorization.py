@@ -7,15 +7,39 @@ stay inside the workspace". A refusal is ``forbidden``; its reason goes to the l
 
 from __future__ import annotations
 
+import inspect
+import logging
+import types
 from collections.abc import Callable
 from typing import Any
 
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.spec import ToolSpec
 
-#: A policy returns None to allow, or a short reason to refuse (logged, never shown).
-#: Raising ``PermissionError`` refuses too.
-Policy = Callable[[ToolSpec, dict[str, Any], CallContext], "str | None"]
+log = logging.getLogger("agentkit")
+
+#: A policy returns None or True to allow, False or a short reason (str) to refuse (logged,
+#: never shown). Raising ``PermissionError`` refuses too. Anything else it returns, or any
+#: other exception it raises, refuses the call: authorization fails closed.
+Policy = Callable[[ToolSpec, dict[str, Any], CallContext], "str | bool | None"]
+
+
+def check_policy(policy: Any) -> None:
+    """Refuse, when it is added, a policy that cannot be called as ``policy(spec, arguments,
+    context)``: a wrong signature would otherwise refuse every call at run time."""
+    if not callable(policy):
+        raise TypeError(f"a policy must be callable, not {type(policy).__name__}")
+    try:
+        signature = inspect.signature(policy)
+    except (TypeError, ValueError):
+        return  # a builtin or C callable without a signature: trust it
+    try:
+        signature.bind(None, None, None)
+    except TypeError:
+        raise TypeError(
+            f"policy {policy_name(policy)} must accept (spec, arguments, context); "
+            f"its signature is {signature}"
+        ) from None
 
 
 def authorize(
@@ -23,22 +47,51 @@ def authorize(
 ) -> str | None:
     """The reason the call is refused, or None when it may run.
 
-    A policy that fails with any exception refuses the call: authorization fails closed.
+    A policy that fails with any exception, or answers with anything but None, a bool or a
+    str, refuses the call: authorization fails closed, and the log says why.
     """
     missing = spec.required_scopes - context.scopes
     if missing:
         return f"missing scope(s): {', '.join(sorted(missing))}"
     for policy in policies:
+        name = policy_name(policy)
         try:
-            reason = policy(spec, arguments, context)
+            answer = policy(spec, arguments, context)
         except PermissionError as exc:
-            return f"policy {_name(policy)} refused: {exc}"
+            return f"policy {name} refused: {_text(exc)}"
         except Exception as exc:
-            return f"policy {_name(policy)} failed ({type(exc).__name__}); failing closed"
-        if reason:
-            return f"policy {_name(policy)} refused: {reason}"
+            log.warning("policy %s raised %s; failing closed", name, type(exc).__name__,
+                        exc_info=exc)
+            return f"policy {name} failed ({type(exc).__name__}); failing closed"
+        # Compared by identity and exact type only: a returned object's own __bool__ or
+        # __eq__ is never called (it could raise, or lie).
+        if answer is None or answer is True:
+            continue
+        if answer is False:
+            return f"policy {name} refused"
+        if isinstance(answer, str):
+            return f"policy {name} refused: {str.__str__(answer)[:200]}"
+        log.warning(
+            "policy %s returned a %s, not None, a bool or a str; failing closed",
+            name, _type_name(answer),
+        )
+        return f"policy {name} returned a {_type_name(answer)}; failing closed"
     return None
 
 
-def _name(policy: Callable[..., Any]) -> str:
-    return getattr(policy, "__name__", type(policy).__name__)
+def policy_name(policy: Any) -> str:
+    """A policy's name for the log, read without running any of the policy's own code."""
+    if isinstance(policy, (types.FunctionType, types.MethodType, types.BuiltinFunctionType)):
+        return str(policy.__name__)[:64]
+    return _type_name(policy)
+
+
+def _type_name(value: Any) -> str:
+    return str.__str__(type(value).__name__)[:64]
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)[:200]
+    except Exception:
+        return type(exc).__name__

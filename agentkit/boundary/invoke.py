@@ -162,5 +162,6 @@ def _log_late_finish(attempt: Attempt) -> None:
 
 
 def _safe_name(name: Any) -> str:
-    text = name if isinstance(name, str) else type(name).__name__
+    # str.__str__ copies a str subclass exactly, without running any of its own methods.
+    text = str.__str__(name) if isinstance(name, str) else str.__str__(type(name).__name__)
     return text[:64]

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from agentkit.boundary.authorization import Policy
+from agentkit.boundary.authorization import Policy, check_policy
 from agentkit.boundary.redaction import Redactor
 from agentkit.boundary.schema import Validator, compile_validator, derive_parameters
 from agentkit.boundary.spec import Effect, ToolSpec
@@ -44,7 +44,9 @@ class ToolRegistry:
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
         self.redactor = Redactor(redact_patterns)
-        self.policies: list[Policy] = list(policies)
+        self.policies: list[Policy] = []
+        for policy in policies:
+            self.add_policy(policy)
         for spec in specs:
             self.register(spec)
 
@@ -63,18 +65,24 @@ class ToolRegistry:
         return spec
 
     def add_policy(self, policy: Policy) -> None:
+        """Check every call with ``policy(spec, arguments, context)``; a callable that cannot
+        be called that way is refused now (``TypeError``), not at every call."""
+        check_policy(policy)
         self.policies.append(policy)
 
     def add_redaction_pattern(self, pattern: str | re.Pattern[str]) -> None:
         self.redactor.add(pattern)
 
     def get(self, name: str) -> ToolSpec | None:
-        entry = self._entries.get(name) if isinstance(name, str) else None
+        entry = self.entry(name)
         return entry.spec if entry else None
 
     def entry(self, name: Any) -> _Entry | None:
         """The spec with its compiled validator and concurrency slot (for the boundary)."""
-        return self._entries.get(name) if isinstance(name, str) else None
+        if not isinstance(name, str):
+            return None
+        # An exact copy: a str subclass's own __hash__/__eq__ (model input) never runs.
+        return self._entries.get(str.__str__(name))
 
     def names(self) -> list[str]:
         return list(self._entries)
@@ -86,7 +94,7 @@ class ToolRegistry:
         return len(self._entries)
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name in self._entries
+        return self.entry(name) is not None
 
     def __repr__(self) -> str:
         return f"ToolRegistry({self.names()!r})"

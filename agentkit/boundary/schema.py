@@ -153,30 +153,141 @@ def compile_validator(schema: dict[str, Any]) -> Validator:
 
 # ---------------------------------------------------------------- the check
 
+#: How deeply arguments may nest; deeper input is refused before anything recurses into it.
+MAX_DEPTH = 100
+
+
+class _NotJSON(Exception):
+    """Arguments hold something that is not a plain JSON value."""
+
+
 def check_arguments(
     arguments: Any, schema: dict[str, Any], validator: Validator, max_chars: int
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """Return ``(arguments, None)`` when they may reach the handler, else ``(None, failure)``.
 
-    The arguments handed on are a fresh copy decoded from their JSON text: the handler sees
+    The arguments handed on are a fresh copy made of plain JSON values only: the handler sees
     exactly what a model could have sent, and the caller's object cannot change under it.
+    The copy is made through the base types' own methods, so a dict or str subclass whose
+    ``__eq__``, ``__hash__``, ``items`` or ``__str__`` misbehaves never runs its code here.
+    An integral float where the schema wants an integer (``2.0``) reaches the handler as
+    ``2``; text with a lone surrogate (not encodable as UTF-8) is refused.
     """
     if not isinstance(arguments, dict):
         return None, _invalid("arguments must be a JSON object")
     try:
-        text = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
-        return None, _invalid("arguments must hold only JSON values")
+        plain = _plain(arguments, 0)
+    except _NotJSON as exc:
+        return None, _invalid(str(exc))
+    text = json.dumps(plain, ensure_ascii=False, allow_nan=False)
     if len(text) > max_chars:
         return None, _invalid(f"arguments are {len(text)} characters of JSON; the limit is {max_chars}")
-    decoded = json.loads(text)
-    if decoded != arguments:  # non-str keys, tuples, subclasses that do not round-trip
-        return None, _invalid("arguments must hold only JSON values")
     try:
-        validator(decoded)
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None, _invalid("arguments must be valid Unicode text (a lone surrogate was sent)")
+    try:
+        validator(plain)
     except fastjsonschema.JsonSchemaValueException as exc:
         return None, _invalid(_describe(exc, schema))
-    return decoded, None
+    coerced = _coerce_integers(plain, schema)
+    assert isinstance(coerced, dict)
+    return coerced, None
+
+
+def _plain(value: Any, depth: int) -> Any:
+    """A fresh copy of ``value`` built from exact JSON types, or :class:`_NotJSON`."""
+    if value is None or value is True or value is False:
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        number = float.__float__(value)
+        if not math.isfinite(number):
+            raise _NotJSON("arguments must hold only JSON values")
+        return number
+    if depth >= MAX_DEPTH:
+        raise _NotJSON(f"arguments must not nest deeper than {MAX_DEPTH} levels")
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        items = list(dict.items(value))
+        for key, item in items:
+            if not isinstance(key, str):
+                raise _NotJSON("arguments must hold only JSON values")
+            out[str.__str__(key)] = _plain(item, depth + 1)
+        if len(out) != len(items):  # two keys that only differed by their class
+            raise _NotJSON("arguments must hold only JSON values")
+        return out
+    if isinstance(value, list):
+        return [_plain(item, depth + 1) for item in list.__iter__(value)]
+    raise _NotJSON("arguments must hold only JSON values")
+
+
+def _coerce_integers(value: Any, schema: Any) -> Any:
+    """Integral floats become ints wherever the schema wants an integer (and not a number)."""
+    if not isinstance(schema, dict):
+        return value
+    if type(value) is float and value.is_integer() and _wants_integer(schema):
+        return int(value)
+    if isinstance(value, dict):
+        properties = schema.get("properties")
+        properties = properties if isinstance(properties, dict) else {}
+        extra = schema.get("additionalProperties")
+        for key in value:
+            sub = properties.get(key, extra if key not in properties else None)
+            value[key] = _coerce_integers(value[key], sub)
+    elif isinstance(value, list):
+        items = schema.get("items")
+        prefix = schema.get("prefixItems")
+        if isinstance(items, list):  # draft-07 tuple form
+            prefix, items = items, schema.get("additionalItems")
+        prefix = prefix if isinstance(prefix, list) else []
+        for index, item in enumerate(value):
+            sub = prefix[index] if index < len(prefix) else items
+            value[index] = _coerce_integers(item, sub)
+    for keyword in ("allOf", "anyOf", "oneOf"):
+        branches = schema.get(keyword)
+        if not isinstance(branches, list):
+            continue
+        for branch in branches:
+            # A scalar is decided by the node's own types (above); branches only reach inside.
+            if keyword == "allOf" or isinstance(value, (dict, list)):
+                value = _coerce_integers(value, branch)
+    return value
+
+
+def _wants_integer(schema: dict[str, Any]) -> bool:
+    kinds = _types_of(schema)
+    if kinds is not None and "integer" in kinds and "number" not in kinds:
+        return True
+    branches = schema.get("allOf")
+    return isinstance(branches, list) and any(
+        isinstance(b, dict) and _wants_integer(b) for b in branches
+    )
+
+
+def _types_of(schema: Any) -> set[str] | None:
+    """The JSON types a schema node admits, when it says (``type``, or ``anyOf``/``oneOf``)."""
+    if not isinstance(schema, dict):
+        return None
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return {kind}
+    if isinstance(kind, list):
+        return {k for k in kind if isinstance(k, str)}
+    for keyword in ("anyOf", "oneOf"):
+        branches = schema.get(keyword)
+        if isinstance(branches, list) and branches:
+            found: set[str] = set()
+            for branch in branches:
+                kinds = _types_of(branch)
+                if kinds is None:
+                    return None
+                found |= kinds
+            return found
+    return None
 
 
 def _invalid(detail: str) -> dict[str, Any]:
@@ -185,9 +296,8 @@ def _invalid(detail: str) -> dict[str, Any]:
 
 def _describe(exc: fastjsonschema.JsonSchemaValueException, schema: dict[str, Any]) -> str:
     """A safe sentence naming the field and the rule; never the value the model sent."""
-    known = _property_names(schema)
     steps = list(exc.path or [])[1:]  # path[0] is fastjsonschema's name for the root
-    field = _field_name(steps, known)
+    field = _field_name(steps, schema)
     rule, definition = exc.rule, exc.rule_definition
     if rule == "required":
         present = exc.value if isinstance(exc.value, dict) else {}
@@ -213,26 +323,55 @@ def _describe(exc: fastjsonschema.JsonSchemaValueException, schema: dict[str, An
     return f"{subject} breaks the rule {rule}"
 
 
-def _property_names(schema: Any) -> set[str]:
-    names: set[str] = set()
-    if isinstance(schema, dict):
-        for key, value in schema.items():
-            if key == "properties" and isinstance(value, dict):
-                names.update(value)
-            names |= _property_names(value)
-    elif isinstance(schema, list):
-        for item in schema:
-            names |= _property_names(item)
-    return names
+def _field_name(steps: list[Any], schema: Any) -> str:
+    """The dotted path of the failing field, as the schema names it.
 
-
-def _field_name(steps: list[Any], known: set[str]) -> str:
-    """Dotted path; keys the schema does not name are shown as ``*`` (they are model input)."""
+    The path is walked through the schema: a step is shown only when the schema names it (a
+    property) or it is a position in an array. A key the schema does not name is model input
+    (digits, Unicode digits or anything else), so the path stops at its parent and shows
+    ``*`` for it: no key or value from the arguments is ever echoed.
+    """
     out = ""
-    for step in steps:
-        if isinstance(step, int) or (step.isdigit() and step not in known):
+    node = schema
+    for raw in steps:
+        step = str(raw)
+        named = _property(node, step)
+        if named is not None:
+            out += f".{step}" if out else step
+            node = named
+        elif step.isascii() and step.isdigit() and _array_items(node) is not None:
             out += f"[{step}]"
+            node = _array_items(node)
         else:
-            name = step if step in known else "*"
-            out += f".{name}" if out else name
+            return f"{out}.*" if out else "*"
     return out
+
+
+def _alternatives(node: Any) -> list[dict[str, Any]]:
+    """The node and the branches of its ``anyOf``/``oneOf``/``allOf``, one level deep."""
+    if not isinstance(node, dict):
+        return []
+    found = [node]
+    for keyword in ("anyOf", "oneOf", "allOf"):
+        branches = node.get(keyword)
+        if isinstance(branches, list):
+            found.extend(b for b in branches if isinstance(b, dict))
+    return found
+
+
+def _property(node: Any, name: str) -> Any:
+    for option in _alternatives(node):
+        properties = option.get("properties")
+        if isinstance(properties, dict) and name in properties:
+            return properties[name]
+    return None
+
+
+def _array_items(node: Any) -> Any:
+    """The item schema when the node can only be an array (so a digit step is a position)."""
+    for option in _alternatives(node):
+        kinds = _types_of(option)
+        if kinds is not None and "array" in kinds and kinds <= {"array", "null"}:
+            items = option.get("items")
+            return items if isinstance(items, dict) else {}
+    return None

@@ -97,8 +97,21 @@ class ToolRunner:
     # ------------------------------------------------------------------ public
 
     def call(self, name: Any, arguments: Any) -> dict[str, Any]:
-        """Run one model tool call under its effect's policy; never raises for model input."""
+        """Run one model tool call under its effect's policy; never raises for model input.
+
+        A bug anywhere below (a hostile argument object, a misbehaving policy or store) is
+        logged and answered as a stable error: ``tool_failure`` when nothing ran,
+        ``outcome_unknown`` (not retryable) when a handler attempt had started.
+        """
         call_id = new_call_id()
+        holder: list[_Call] = []
+        try:
+            return self._call(call_id, name, arguments, holder)
+        except Exception:
+            log.exception("%s %s: the runner failed", call_id, _safe_name(name))
+            return self._runner_failed(holder)
+
+    def _call(self, call_id: str, name: Any, arguments: Any, holder: list[_Call]) -> dict[str, Any]:
         started = time.monotonic()
         entry, checked, refusal = preflight(self.registry, name, arguments, self.context, call_id)
         if refusal is not None:
@@ -108,6 +121,7 @@ class ToolRunner:
             return _finish(refusal, 0, False, effect)
         assert entry is not None and checked is not None
         call = _Call(call_id, entry, checked)
+        holder.append(call)
         if entry.spec.effect is Effect.READ:
             return self._read(call)
         try:
@@ -121,6 +135,16 @@ class ToolRunner:
         if entry.spec.effect is Effect.REVERSIBLE_WRITE:
             return self._reversible(call, key)
         return self._ask_approval(call, key)
+
+    @staticmethod
+    def _runner_failed(holder: list[_Call]) -> dict[str, Any]:
+        """The answer when the runner itself failed: honest about whether anything ran."""
+        call = holder[0] if holder else None
+        effect: Effect | str = call.spec.effect if call is not None else ""
+        if call is not None and call.attempts:
+            unknown = failure(ErrorCode.OUTCOME_UNKNOWN, retryable=effect is Effect.READ)
+            return _finish(unknown, call.attempts, False, effect)
+        return _finish(failure(ErrorCode.TOOL_FAILURE), 0, False, effect)
 
     def approve(self, approval_id: Any) -> dict[str, Any]:
         """Run the one call this approval was asked for, once; again returns the same result.
