@@ -30,9 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
         "matrix",
         help="provoke every failure of the failure matrix and check it (exit 1 on a mismatch)",
         description=(
-            "Play every row of the failure matrix (docs/design.md#failure-matrix) on fresh tools, counting the "
-            "handler's real calls, and print the table. Exit status 0 when every cell is as "
-            "expected, 1 when any is not, 2 when the CSV cannot be used."
+            "Play every row of the failure matrix (docs/design.md#failure-matrix) on fresh "
+            "tools, counting the handler's real calls, and print the table. Exit status 0 when "
+            "every cell is as expected, 1 when any is not, 2 when the CSV cannot be used."
         ),
     )
     matrix.add_argument(
@@ -88,9 +88,8 @@ def text_table(records: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> 
     cells = [list(columns)]
     cells += [["-" if r[c] is None else str(r[c]) for c in columns] for r in records]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in cells
-    )
+    lines = ("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def _demo(args: argparse.Namespace) -> int:
