@@ -18,9 +18,13 @@ $(STAMP): pyproject.toml jupyter-config/overrides.json
 	cp jupyter-config/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	touch $(STAMP)
 
-## Open JupyterLab on the notebooks: the kit's main job.
+## Open JupyterLab on the notebooks: the kit's main job. Jupyter refuses to run as root
+## unless told (containers, CI, cloud notebooks), so --allow-root is added only for root.
+## Extra flags: make lab JUPYTER_ARGS="--port=8890 --no-browser"
+JUPYTER_ARGS ?=
+LAB_ROOT_ARGS = $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 lab: install
-	$(BIN)/jupyter lab --notebook-dir=notebooks
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(LAB_ROOT_ARGS) $(JUPYTER_ARGS)
 
 ## Unit tests, then strict nbval over every stored notebook.
 test: install
