@@ -31,8 +31,8 @@ ROOT = FsPath(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make the benchmarks package importable
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import suites  # noqa: E402
-from benchmarks.harness import (  # noqa: E402
+from benchmarks import suites
+from benchmarks.harness import (
     Goal,
     Path,
     Row,
@@ -67,7 +67,7 @@ def bench_requirements() -> list[str]:
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10: the extra is one simple list
-        block = re.search(r"^bench\s*=\s*\[(.*?)\]", text, re.S | re.M)
+        block = re.search(r"^bench\s*=\s*\[(.*?)\]", text, re.DOTALL | re.MULTILINE)
         return re.findall(r'"([^"]+)"', block.group(1)) if block else []
     extras = tomllib.loads(text).get("project", {}).get("optional-dependencies", {})
     return [r for r in extras.get("bench", []) if not r.startswith("agentkit")]
@@ -80,12 +80,12 @@ def install_bench_extra() -> dict[str, str]:
         return {}
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     print(f"installing the bench extra: {' '.join(requirements)}", flush=True)
-    done = subprocess.run([*pip, *requirements], capture_output=True, text=True)
+    done = subprocess.run([*pip, *requirements], check=False, capture_output=True, text=True)
     if done.returncode == 0:
         return {}
     failures = {}
     for requirement in requirements:
-        one = subprocess.run([*pip, requirement], capture_output=True, text=True)
+        one = subprocess.run([*pip, requirement], check=False, capture_output=True, text=True)
         if one.returncode != 0:
             lines = [line for line in one.stderr.splitlines() if line.startswith("ERROR")]
             failures[requirement] = (lines[-1] if lines else "pip failed")[:200]
@@ -125,9 +125,9 @@ def load() -> str:
 def git_revision() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                             capture_output=True, text=True, timeout=10)
+                             check=False, capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "agentkit"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=10)
+                               check=False, capture_output=True, text=True, timeout=10)
         return out.stdout.strip() + (" (agentkit/ modified)" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -140,7 +140,7 @@ def rss_growth() -> tuple[float | None, str]:
     """MB of RSS growth over 100k runner calls, in a fresh process."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "rss.py"), str(RSS_CALLS)],
-        capture_output=True, text=True, cwd=ROOT,
+        check=False, capture_output=True, text=True, cwd=ROOT,
     )
     if done.returncode != 0:
         return None, f"failed: {done.stderr.strip().splitlines()[-1:]}"
@@ -158,7 +158,8 @@ def import_time(runs: int = 7) -> tuple[float | None, str]:
     )
     samples = []
     for _ in range(runs):
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+        done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True,
+                              text=True, cwd=ROOT)
         if done.returncode != 0:
             return None, f"failed: {done.stderr.strip().splitlines()[-1:]}"
         samples.append(float(done.stdout.strip()) * 1e3)
@@ -168,7 +169,7 @@ def import_time(runs: int = 7) -> tuple[float | None, str]:
 def timed_command(command: list[str]) -> tuple[float, int, str]:
     """Wall seconds, exit status and the last line of output of one command."""
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(command, check=False, capture_output=True, text=True, cwd=ROOT)
     elapsed = time.perf_counter() - start
     tail = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     return elapsed, done.returncode, (tail[-1] if tail else "")[:160]
@@ -265,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                 goals.append(ratio_goal(
                     f"durable: SQLite run_once/s ≥ 0.4× raw inserts/s ({sync_level})", paths,
                     "floor:", "agentkit:", ">=", 0.4))
-        pg, why = suites.postgres_paths()
+        pg, _ = suites.postgres_paths()
         group("durable (PostgreSQL)", pg, "floor:")
         goals.append(ratio_goal("durable: PostgreSQL run_once/s ≥ 0.4× raw inserts/s", pg,
                                 "floor:", "agentkit:", ">=", 0.4))
@@ -344,8 +345,8 @@ def update_readme(goals: list[Goal], machine: dict[str, Any]) -> None:
                       if k.startswith("version ") and v != "not installed")
     body = "\n".join([
         README_START,
-        f"Last full run: {machine['date (UTC)']} UTC, {machine['cpu count']} CPUs, Python "
-        f"{machine['python']}, load {machine['load average at start (1/5/15 min)']}; {peers}.",
+        (f"Last full run: {machine['date (UTC)']} UTC, {machine['cpu count']} CPUs, Python "
+         f"{machine['python']}, load {machine['load average at start (1/5/15 min)']}; {peers}."),
         "",
         goals_table(goals),
         "",

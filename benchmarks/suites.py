@@ -1,0 +1,484 @@
+"""What ``make bench`` measures: the floors, agentkit's paths and the peers, group by group.
+
+Every group is timed in interleaved rounds (see :mod:`benchmarks.harness`), and each path's
+ratio is the median of its per-round ratios to the group's reference. All paths call the same
+tool, ``search(query: str, limit: int = 3) -> list[str]``, with the same arguments
+``{"query": "q"}``, each in the form its framework documents (a dict, or the JSON text a model
+sends where that is the framework's input). A peer path is used as its documentation shows and
+is never made heavier: no timeout is added where the peer has none by default.
+
+A path that cannot be built (a peer not installed, an agentkit function not there yet) is a
+row that says why, never a dropped row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import json
+import os
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks.harness import Path, build, missing
+
+ARGS: dict[str, Any] = {"query": "q"}
+ARGS_JSON = json.dumps(ARGS)
+TIMEOUT = 2.0
+EXPECTED = ["q", "q", "q"]
+
+
+def search(query: str, limit: int = 3) -> list[str]:
+    """Search the notes."""
+    return [query] * limit
+
+
+async def asearch(query: str, limit: int = 3) -> list[str]:
+    """Search the notes."""
+    return [query] * limit
+
+
+def save(name: str, text: str) -> dict[str, Any]:
+    """Save a note."""
+    return {"saved": name}
+
+
+def _ok(result: Any) -> bool:
+    return isinstance(result, dict) and result.get("ok") is True
+
+
+def _expected(result: Any) -> bool:
+    return result == EXPECTED
+
+
+# --------------------------------------------------------------------------- agentkit setup
+
+
+def agentkit_registry(extra: tuple[Any, ...] = ()) -> Any:
+    from agentkit import ToolRegistry, ToolSpec
+
+    specs = [
+        ToolSpec("search", "Search the notes.", "read", TIMEOUT, 3, 2_000, search),
+        ToolSpec("save", "Save a note.", "reversible_write", TIMEOUT, 3, 2_000, save),
+        *extra,
+    ]
+    try:
+        specs.append(ToolSpec("asearch", "Search the notes.", "read", TIMEOUT, 3, 2_000, asearch))
+        return ToolRegistry(specs)
+    except Exception:  # a registry that does not take coroutine handlers yet
+        return ToolRegistry(specs[:-1])
+
+
+def _ainvoke_tool() -> Callable[..., Any]:
+    import agentkit
+
+    fn = getattr(agentkit, "ainvoke_tool", None)
+    if fn is None:
+        from agentkit.boundary import invoke
+
+        fn = getattr(invoke, "ainvoke_tool", None)
+    if fn is None:
+        raise LookupError("not available: agentkit has no ainvoke_tool yet")
+    return fn  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------- sync group
+
+
+def sync_paths() -> list[Path]:
+    """Floors, agentkit's sync paths and its stages, and the peers' sync-tool paths.
+
+    The reference is the raw thread hop: any timeout on a sync handler needs one.
+    """
+    import fastjsonschema
+
+    from agentkit import ToolRunner, invoke_tool
+
+    registry = agentkit_registry()
+    schema = registry.get("search").parameters
+    validator = fastjsonschema.compile(schema)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="bench-floor")
+    runner = ToolRunner(registry)
+    runner.call("save", {"name": "n1", "text": "t"})  # the key every replay below finds
+
+    paths = [
+        build("floor: bare call", lambda: lambda: search(**ARGS), check=_expected),
+        build(
+            "floor: ThreadPoolExecutor.submit().result(timeout)",
+            lambda: lambda: pool.submit(search, **ARGS).result(timeout=TIMEOUT),
+            check=_expected,
+        ),
+        build("floor: fastjsonschema validator", lambda: lambda: validator(ARGS)),
+        build(
+            "agentkit: invoke_tool (sync handler)",
+            lambda: lambda: invoke_tool(registry, "search", ARGS),
+            check=_ok,
+        ),
+        build("agentkit: ToolRunner.call, read", lambda: lambda: runner.call("search", ARGS), check=_ok),
+        build(
+            "agentkit: ToolRunner.call, replayed write",
+            lambda: lambda: runner.call("save", {"name": "n1", "text": "t"}),
+            check=lambda r: _ok(r) and r.get("replayed") is True,
+        ),
+        *stage_paths(registry),
+        _openai_path(sync=True),
+        _mcp_path(sync=True),
+        build_langchain(sync=True),
+        _pydantic_ai_path(sync=True),
+    ]
+    return paths
+
+
+def stage_paths(registry: Any) -> list[Path]:
+    """The boundary's own stages, without the thread hop: where invoke_tool's time goes."""
+
+    def stages() -> Callable[[], Any]:
+        from agentkit import CallContext
+        from agentkit.boundary.invoke import preflight
+        from agentkit.boundary.redaction import shape_output
+
+        context = CallContext()
+        spec = registry.get("search")
+
+        def call() -> Any:
+            entry, checked, _ = preflight(registry, "search", ARGS, context, "call-bench")
+            value = entry.spec.handler(**checked)
+            return shape_output(value, spec.max_output_chars, registry.redactor)
+
+        return call
+
+    def schema_check() -> Callable[[], Any]:
+        from agentkit.boundary.schema import check_arguments
+
+        entry = registry.entry("search")
+        spec = entry.spec
+        return lambda: check_arguments(ARGS, spec.parameters, entry.validator, spec.max_argument_chars)
+
+    def authorization() -> Callable[[], Any]:
+        from agentkit import CallContext
+        from agentkit.boundary.authorization import authorize
+
+        context = CallContext()
+        spec = registry.get("search")
+        return lambda: authorize(spec, ARGS, context, registry.policies)
+
+    def shaping() -> Callable[[], Any]:
+        from agentkit.boundary.redaction import shape_output
+
+        spec = registry.get("search")
+        return lambda: shape_output(EXPECTED, spec.max_output_chars, registry.redactor)
+
+    def hop() -> Callable[[], Any]:
+        from agentkit.boundary.concurrency import Attempt, run_limited
+
+        def call() -> Any:
+            attempt = Attempt(tool="search", call_id="call-bench")
+            run_limited(search, ARGS, attempt=attempt, timeout=TIMEOUT, slot=None)
+            return attempt.value
+
+        return call
+
+    return [
+        build("agentkit stages: all but the hop", stages, check=_ok),
+        build("agentkit stage: schema check", schema_check),
+        build("agentkit stage: authorization", authorization),
+        build("agentkit stage: redact/truncate", shaping, check=_ok),
+        build("agentkit stage: the hop (run_limited)", hop, check=_expected),
+    ]
+
+
+# --------------------------------------------------------------------------- async group
+
+
+def async_paths() -> list[Path]:
+    """The asyncio floor, agentkit's async paths and the peers' async-tool paths.
+
+    The reference is the asyncio floor: validation plus ``asyncio.timeout`` around the
+    coroutine, which is what any async boundary with a timeout must at least do.
+    """
+    import fastjsonschema
+
+    from agentkit import ToolRunner
+
+    registry = agentkit_registry()
+    validator = fastjsonschema.compile(registry.get("search").parameters)
+    runner = ToolRunner(registry)
+    runner.call("save", {"name": "n1", "text": "t"})
+
+    async def floor() -> Any:
+        async with _timeout(TIMEOUT):
+            validator(ARGS)
+            return await asearch(**ARGS)
+
+    def ainvoke() -> Callable[[], Any]:
+        fn = _ainvoke_tool()
+        if "asearch" not in registry:
+            raise LookupError("not available: the registry refuses coroutine handlers")
+        return lambda: fn(registry, "asearch", ARGS)
+
+    def acall(name: str, arguments: dict[str, Any]) -> Callable[[], Callable[[], Any]]:
+        def factory() -> Callable[[], Any]:
+            method = getattr(runner, "acall", None)
+            if method is None:
+                raise LookupError("not available: ToolRunner has no acall yet")
+            if name not in registry:
+                raise LookupError("not available: the registry refuses coroutine handlers")
+            return lambda: method(name, arguments)
+
+        return factory
+
+    return [
+        build("floor: asyncio.timeout + validator + coroutine", lambda: floor, is_async=True,
+              check=_expected),
+        build("agentkit: ainvoke_tool (async handler)", ainvoke, is_async=True, check=_ok),
+        build("agentkit: ToolRunner.acall, read", acall("asearch", ARGS), is_async=True, check=_ok),
+        build(
+            "agentkit: ToolRunner.acall, replayed write",
+            acall("save", {"name": "n1", "text": "t"}),
+            is_async=True,
+            check=lambda r: _ok(r) and r.get("replayed") is True,
+        ),
+        _openai_path(sync=False),
+        _mcp_path(sync=False),
+        build_langchain(sync=False),
+        _pydantic_ai_path(sync=False),
+    ]
+
+
+def _timeout(seconds: float) -> Any:
+    timeout = getattr(asyncio, "timeout", None)
+    if timeout is None:  # Python 3.10: the same deadline, from the standard library's 3.10 form
+        raise LookupError("asyncio.timeout needs Python 3.11")
+    return timeout(seconds)
+
+
+# --------------------------------------------------------------------------- peers
+
+
+def _openai_path(*, sync: bool) -> Path:
+    kind = "sync tool" if sync else "async tool"
+    name = f"openai-agents: FunctionTool.on_invoke_tool ({kind})"
+
+    def factory() -> Callable[[], Any]:
+        from agents import function_tool
+        from agents.tool_context import ToolContext
+
+        tool = function_tool(search if sync else asearch)
+        context = ToolContext(
+            context=None, tool_name=tool.name, tool_call_id="call-1", tool_arguments=ARGS_JSON
+        )
+        return lambda: tool.on_invoke_tool(context, ARGS_JSON)
+
+    note = "runs a sync tool with asyncio.to_thread; no timeout" if sync else "no timeout"
+    return build(name, factory, is_async=True, check=_expected, note=note)
+
+
+def _mcp_path(*, sync: bool) -> Path:
+    kind = "sync tool" if sync else "async tool"
+    name = f"MCP SDK: MCPServer.call_tool in process ({kind})"
+
+    def factory() -> Callable[[], Any]:
+        from mcp.server.mcpserver import MCPServer
+
+        server = MCPServer("bench")
+        server.tool()(search if sync else asearch)
+        tool = "search" if sync else "asearch"
+        return lambda: server.call_tool(tool, ARGS)
+
+    def check(result: Any) -> bool:
+        return getattr(result, "is_error", True) is False
+
+    note = "runs a sync tool with anyio.to_thread; no timeout" if sync else "no timeout"
+    return build(name, factory, is_async=True, check=check, note=note)
+
+
+def build_langchain(*, sync: bool) -> Path:
+    name = "langchain-core: @tool .invoke (sync tool)" if sync else "langchain-core: @tool .ainvoke (async tool)"
+
+    def factory() -> Callable[[], Any]:
+        from langchain_core.tools import tool
+
+        made = tool(search if sync else asearch)
+        if sync:
+            return lambda: made.invoke(ARGS)
+        return lambda: made.ainvoke(ARGS)
+
+    note = "runs in the caller's thread; no timeout" if sync else "no timeout"
+    return build(name, factory, is_async=not sync, check=_expected, note=note)
+
+
+def _pydantic_ai_path(*, sync: bool) -> Path:
+    kind = "sync tool" if sync else "async tool"
+    name = f"pydantic-ai: ToolManager.handle_call ({kind})"
+
+    def factory() -> Callable[[], Any]:
+        from pydantic_ai import RunContext
+        from pydantic_ai.messages import ToolCallPart
+        from pydantic_ai.models.test import TestModel
+        from pydantic_ai.tool_manager import ToolManager
+        from pydantic_ai.toolsets import FunctionToolset
+        from pydantic_ai.usage import RunUsage
+
+        fn = search if sync else asearch
+        context = RunContext(deps=None, model=TestModel(), usage=RunUsage())
+        manager = asyncio.run(ToolManager(FunctionToolset([fn])).for_run_step(context))
+        tool = fn.__name__
+        return lambda: manager.handle_call(ToolCallPart(tool, ARGS_JSON))
+
+    note = ("the agent's tool call path (validate, run in a thread); no timeout" if sync
+            else "the agent's tool call path; no timeout")
+    return build(name, factory, is_async=True, check=_expected, note=note)
+
+
+# --------------------------------------------------------------------------- output cost
+
+
+def output_paths() -> list[Path]:
+    """A tool returning 10 KB beside one returning 10 MB, both cut to 2,000 chars, redacted."""
+    from agentkit import ToolRegistry, ToolSpec, invoke_tool
+
+    small = "word " * 2_000  # 10 KB
+    big = "word " * 2_000_000  # 10 MB
+
+    def small_tool() -> str:
+        return small
+
+    def big_tool() -> str:
+        return big
+
+    registry = ToolRegistry([
+        ToolSpec("small", "10 KB of text.", "read", TIMEOUT, 1, 2_000, small_tool, redact=True),
+        ToolSpec("big", "10 MB of text.", "read", TIMEOUT, 1, 2_000, big_tool, redact=True),
+    ])
+
+    def truncated(result: Any) -> bool:
+        return _ok(result) and result.get("truncated") is True and len(result["data"]) <= 2_000
+
+    return [
+        build("agentkit: invoke_tool, 10 KB str output", lambda: lambda: invoke_tool(registry, "small", {}),
+              check=truncated),
+        build("agentkit: invoke_tool, 10 MB str output", lambda: lambda: invoke_tool(registry, "big", {}),
+              check=truncated),
+    ]
+
+
+# --------------------------------------------------------------------------- durable writes
+
+
+class _Keys:
+    """Fresh keys for every call: each run_once and each raw insert is a new key."""
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+        self._numbers = itertools.count()
+
+    def next(self) -> str:
+        return f"{self._prefix}-{next(self._numbers)}"
+
+
+def _raw_sqlite(path: str, synchronous: str) -> Callable[[], Any]:
+    """The floor: one INSERT in its own BEGIN IMMEDIATE transaction, WAL, same ``synchronous``."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    conn.execute("CREATE TABLE IF NOT EXISTS t (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    keys = _Keys(f"raw-{synchronous}")
+    value = json.dumps({"ok": True, "data": "x"})
+
+    def call() -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t (key, value) VALUES (?, ?)", (keys.next(), value))
+        conn.execute("COMMIT")
+
+    return call
+
+
+def _run_once(store: Any, prefix: str, **kwargs: Any) -> Callable[[], Any]:
+    keys = _Keys(prefix)
+
+    def operation() -> dict[str, Any]:
+        return {"ok": True, "data": "x"}
+
+    return lambda: store.run_once(keys.next(), operation, "fingerprint", **kwargs)
+
+
+def durable_paths(folder: str) -> list[tuple[str, list[Path]]]:
+    """SQLite (NORMAL and FULL) and the memory store; each sub-group has its raw floor first."""
+    from agentkit import IdempotencyStore, SQLiteIdempotencyStore
+
+    store = SQLiteIdempotencyStore(os.path.join(folder, "store.sqlite"))
+    raw_path = os.path.join(folder, "raw.sqlite")
+    normal = [
+        build("floor: raw SQLite INSERT + COMMIT (WAL, synchronous=NORMAL)",
+              lambda: _raw_sqlite(raw_path, "NORMAL")),
+        build("agentkit: SQLiteIdempotencyStore.run_once, new key (NORMAL)",
+              lambda: _run_once(store, "normal"), check=_ok),
+    ]
+    full = [
+        build("floor: raw SQLite INSERT + COMMIT (WAL, synchronous=FULL)",
+              lambda: _raw_sqlite(raw_path, "FULL")),
+        build("agentkit: SQLiteIdempotencyStore.run_once, new key (full_sync=True)",
+              lambda: _run_once(store, "full", full_sync=True), check=_ok),
+    ]
+    memory = [
+        build("floor: dict insert under a lock", _dict_floor),
+        build("agentkit: IdempotencyStore.run_once, new key (memory)",
+              lambda: _run_once(IdempotencyStore(), "memory"), check=_ok),
+    ]
+    return [("durable (SQLite, NORMAL)", normal), ("durable (SQLite, FULL)", full),
+            ("memory store", memory)]
+
+
+def _dict_floor() -> Callable[[], Any]:
+    import threading
+
+    lock = threading.Lock()
+    table: dict[str, str] = {}
+    keys = _Keys("dict")
+
+    def call() -> None:
+        with lock:
+            table[keys.next()] = '{"ok":true}'
+
+    return call
+
+
+def postgres_paths() -> tuple[list[Path], str]:
+    """PostgreSQL store beside a raw insert on the same server, when a DSN is given."""
+    dsn = os.environ.get("AGENTKIT_TEST_PG_DSN")
+    store_name = "agentkit: PostgresIdempotencyStore.run_once, new key"
+    raw_name = "floor: raw PostgreSQL INSERT + COMMIT"
+    if not dsn:
+        why = "AGENTKIT_TEST_PG_DSN not set"
+        return [missing(raw_name, why), missing(store_name, why)], why
+
+    def raw() -> Callable[[], Any]:
+        import psycopg
+
+        conn = psycopg.connect(dsn, autocommit=False)
+        conn.execute("CREATE TABLE IF NOT EXISTS agentkit_bench_raw (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        conn.commit()
+        keys = _Keys(f"raw-{os.getpid()}-{id(conn)}")
+        value = json.dumps({"ok": True, "data": "x"})
+
+        def call() -> None:
+            conn.execute("INSERT INTO agentkit_bench_raw (key, value) VALUES (%s, %s)", (keys.next(), value))
+            conn.commit()
+
+        return call
+
+    def store() -> Callable[[], Any]:
+        import agentkit
+
+        cls = getattr(agentkit, "PostgresIdempotencyStore", None)
+        if cls is None:
+            from agentkit.policy import stores
+
+            cls = getattr(stores, "PostgresIdempotencyStore", None)
+        if cls is None:
+            raise LookupError("not available: agentkit has no PostgresIdempotencyStore yet")
+        return _run_once(cls(dsn), f"pg-{os.getpid()}")
+
+    return [build(raw_name, raw), build(store_name, store, check=_ok)], ""
