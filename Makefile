@@ -52,8 +52,10 @@ typecheck: install
 notebooks: install
 	$(BIN)/python tools/run_notebooks.py notebooks
 
+## The boundary beside its floors and peers (installs the bench extra itself; ~2 min, plus
+## strict nbval and `make test` unless BENCH_ARGS=--skip-slow). Never part of `make test`.
 bench: install
-	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
