@@ -97,7 +97,8 @@ class Transcript:
                 "replayed": result.get("replayed"),
             })
         columns = ["step", "tool", "arguments", "ok", "error", "data", "attempts", "replayed"]
-        return pd.DataFrame(rows, columns=columns)
+        frame: pandas.DataFrame = pd.DataFrame(rows, columns=columns)  # see Trace.to_frame
+        return frame
 
 
 def run_agent(model: Model, runner: ToolRunner, question: str, max_steps: int = 8) -> Transcript:

@@ -114,7 +114,7 @@ def _field(payload: Any, name: str) -> str:
         match = re.search(rf'"{name}":\s*"((?:[^"\\]|\\.)*)', payload)
         if match:
             try:
-                return json.loads(f'"{match.group(1)}"')
+                return str(json.loads(f'"{match.group(1)}"'))
             except ValueError:
                 return match.group(1)
     return ""

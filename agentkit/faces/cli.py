@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 DEFAULT_QUESTION = "idempotency key retry"
@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (argparse exits 2 on a usage error)."""
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    run: Callable[[argparse.Namespace], int] = args.run
+    return run(args)
 
 
 def _matrix(args: argparse.Namespace) -> int:

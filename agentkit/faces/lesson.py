@@ -36,7 +36,7 @@ def show(result: Any) -> None:
     print(json.dumps(result, ensure_ascii=False))
 
 
-class LogLines(list):
+class LogLines(list[str]):
     """Log lines captured by :func:`capture_log`: ``LEVEL message``, plus the exception's
     type and message where the record carries one (as the log keeps it, not the model)."""
 

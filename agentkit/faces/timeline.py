@@ -69,6 +69,7 @@ def plot_timeline(
     times, in seconds since the first record started.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -150,7 +151,8 @@ def plot_timeline(
     ax.legend(handles=list(legend.values()), loc="upper left", bbox_to_anchor=(1.01, 1.0),
               fontsize=8, frameon=False)
     ax.set_title(title if title is not None else _default_title(records))
-    ax.figure.tight_layout()
+    if isinstance(ax.figure, Figure):  # a subfigure's layout is its root figure's business
+        ax.figure.tight_layout()
     return ax
 
 

@@ -101,7 +101,7 @@ def _safe(what: str) -> Callable[[F], F]:
     return decorate
 
 
-class _Panel(widgets.VBox):
+class _Panel(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped: VBox is Any
     """Shared plumbing: a status line and the error hook."""
 
     status_html: widgets.HTML
@@ -340,8 +340,8 @@ class ApprovalPanel(_Panel):
             if record.get("approval_id") == approval_id:
                 return str(record.get("tool", ""))
         approvals = getattr(self.runner, "approvals", None)
-        record = approvals.get(approval_id) if approvals is not None else None
-        return str(record.get("tool", "")) if record else ""
+        found = approvals.get(approval_id) if approvals is not None else None
+        return str(found.get("tool", "")) if found else ""
 
     def _row(self, record: dict[str, Any]) -> widgets.HBox:
         approval_id = str(record["approval_id"])
@@ -374,6 +374,8 @@ class AgentStepper(_Panel):
     history on the same runner: a write sent again is the runner's business, so an idempotent
     write comes back with ``"replayed": true`` instead of running twice.
     """
+
+    done: bool  # True once the run has stopped (final answer, step limit or budget)
 
     def __init__(self, model: Any, runner: Any, question: str, max_steps: int = 8) -> None:
         self.model = model

@@ -98,4 +98,7 @@ class Trace:
                 row["duration_s"] = round(record.duration, 4)
             rows.append(row)
         columns = COLUMNS + (["duration_s"] if durations else [])
-        return pd.DataFrame(rows, columns=columns)
+        # Annotated: pandas-stubs 3 spell DataFrame's constructor with typing.Self, which mypy
+        # at python_version 3.10 reads as Any.
+        frame: pandas.DataFrame = pd.DataFrame(rows, columns=columns)
+        return frame
