@@ -8,6 +8,7 @@
 - :mod:`~agentkit.demo.faults`: fault injection that counts the handler's real calls;
 - :mod:`~agentkit.demo.scenarios` and :mod:`~agentkit.demo.matrix`: every failure of the
   failure matrix provoked for real, and the table that compares it with ``failure_matrix.csv``;
+- :mod:`~agentkit.demo.harness`: :func:`audit`, the same failures played on any tool of yours;
 - :mod:`~agentkit.demo.resources`: where the shipped data lives.
 
 This layer imports the boundary and the policy, never the faces above it.
@@ -19,6 +20,7 @@ from agentkit.demo import faults, matrix
 from agentkit.demo.agent import Transcript, run_agent, run_baseline
 from agentkit.demo.fake_model import FakeModel, FinalAnswer, ToolCall, first_sentence
 from agentkit.demo.faults import count_calls
+from agentkit.demo.harness import audit
 from agentkit.demo.tools import DemoTools, make_demo_registry, outbox_lines
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "FinalAnswer",
     "ToolCall",
     "Transcript",
+    "audit",
     "count_calls",
     "faults",
     "first_sentence",

@@ -17,7 +17,7 @@ times the tool's handler really ran, in every process, over the whole scenario.
     run_matrix()                                          # every row, as a pandas DataFrame
 
 Nothing here waits on backoff. Only the timeout cells wait, for their tool's short
-``timeout_seconds``. :func:`agentkit.demo.audit.audit` plays the same cells on any tool.
+``timeout_seconds``. :func:`agentkit.demo.harness.audit` plays the same cells on any tool.
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ __all__ = [
     "DiskLedger",
     "Ledger",
     "Subject",
+    "cell_result",
     "check_row",
     "label",
     "load_matrix",
@@ -80,6 +81,7 @@ __all__ = [
     "observe",
     "play",
     "run_matrix",
+    "scratch",
 ]
 
 log = logging.getLogger("agentkit")
@@ -166,7 +168,7 @@ def play(
         raise ValueError(f"{failure} × {effect_value} is not a cell of the matrix (docs/design.md: —)")
     if subject is None:
         subject = Subject.demo(effect_value)
-    with _scratch(workdir, f"{failure}-{effect_value}-") as work:
+    with scratch(workdir, f"{failure}-{effect_value}-") as work:
         bench = SCENARIOS[failure](subject, work)
         try:
             return cell_result(failure, bench)
@@ -192,7 +194,7 @@ def cell_result(failure: str, bench: Bench) -> CellResult:
 
 
 @contextlib.contextmanager
-def _scratch(workdir: str | os.PathLike[str] | None, prefix: str) -> Iterator[Path]:
+def scratch(workdir: str | os.PathLike[str] | None, prefix: str) -> Iterator[Path]:
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="agentkit-" + prefix) as tmp:
             yield Path(tmp)

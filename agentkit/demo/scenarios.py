@@ -6,7 +6,7 @@ runner and store. What the bench plays comes from a :class:`Subject`:
 
 - ``Subject.demo(effect)``: the synthetic tool of one side-effect level (``search_notes``,
   ``save_draft``, ``send_payment``), whose writes land in a fresh :class:`Ledger`;
-- ``Subject.of(spec, arguments, ...)``: any tool, for :func:`agentkit.demo.audit.audit`.
+- ``Subject.of(spec, arguments, ...)``: any tool, for :func:`agentkit.demo.harness.audit`.
 
 Nothing here waits on backoff: every runner gets :func:`~agentkit.policy.backoff.no_wait`.
 Only the timeout cells wait, for their tool's short ``timeout_seconds``.

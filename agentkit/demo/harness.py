@@ -1,0 +1,180 @@
+"""The failure matrix as a harness for *your* tool: :func:`audit` plays every failure of the
+matrix for a tool's side-effect level and says, row by row, whether the tool holds up.
+
+    table = audit(spec, {"note_id": "n-1", "text": "hello"},
+                  other_arguments={"note_id": "n-1", "text": "something else"})
+    table[~table["pass"]]        # the rows your tool fails, with why
+
+Each cell runs on a fresh :class:`~agentkit.demo.scenarios.Bench`: your handler wrapped in the
+same fault injectors as the demo tools (a dropped connection, a hang after the write, a
+million-character output, …) behind a real :class:`~agentkit.ToolRunner`, and its real calls
+counted. The expectations are the rows of ``data/failure_matrix.csv`` for the tool's effect;
+a reversible write also gets one row the demo table does not need, ``disconnect_before_write``
+(an older payload is saved under the same id, then the request is lost before anything is
+written: the status lookup must say "not done", so the runner writes), which catches a status
+lookup that only checks that the id exists.
+
+Only the tool's *policy* is judged, not its limits: the timeout cells shorten
+``timeout_seconds`` to 0.2 s and the read-retry cells use the matrix's ``max_attempts`` (3 and
+2), so an audit takes about a second and says the same on every run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentkit.boundary.spec import Effect, ToolSpec
+from agentkit.demo import faults
+from agentkit.demo.matrix import CellResult, cell_result, load_matrix, play, scratch
+from agentkit.demo.scenarios import Bench, Subject
+
+if TYPE_CHECKING:  # pandas is imported only when a frame is asked for
+    import pandas
+
+__all__ = ["AUDIT_COLUMNS", "EXTRA_CELLS", "audit", "audit_records"]
+
+log = logging.getLogger("agentkit")
+
+#: The columns of :func:`audit`.
+AUDIT_COLUMNS = [
+    "failure", "expected", "observed", "handler_calls", "expected_calls", "attempts",
+    "budget_used", "pass", "why",
+]
+
+
+def disconnect_before_write(subject: Subject, workdir: Path) -> Bench:
+    """An older payload is saved under the same id; then a request is lost before its write.
+    The status lookup must say "not done" (the older payload is not this one), so the runner
+    writes: 2 handler calls, the last one lands."""
+    bench = subject.bench(fault=lambda fn: faults.fail_times(fn, 1))
+    if subject.spec is not None:
+        subject.spec.handler(**subject.payload_changed())  # the older write, not counted
+    bench.ask(subject.arguments)
+    return bench
+
+
+#: Audit rows beyond the CSV: (failure, effect) → (expected, handler calls, scenario).
+EXTRA_CELLS: dict[tuple[str, str], tuple[str, int, Callable[[Subject, Path], Bench]]] = {
+    ("disconnect_before_write", Effect.REVERSIBLE_WRITE.value): ("ok", 2, disconnect_before_write),
+}
+
+
+def audit_records(
+    spec: ToolSpec,
+    arguments: Mapping[str, Any],
+    other_arguments: Mapping[str, Any] | None = None,
+    *,
+    reset: Callable[[], Any] | None = None,
+    task_id: str = "audit",
+    workdir: str | os.PathLike[str] | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`audit` without pandas: one dict per row, keys :data:`AUDIT_COLUMNS`."""
+    if not isinstance(spec, ToolSpec):
+        raise TypeError(f"audit needs a ToolSpec, not {type(spec).__name__}")
+    if spec.effect.is_write and other_arguments is None:
+        raise ValueError(
+            "a write needs other_arguments: the same intent (the same idempotency key) with "
+            "another payload, for the same_key_other_payload row"
+        )
+    subject = Subject.of(spec, arguments, other_arguments, task_id=task_id, reset=reset)
+    effect = spec.effect.value
+    rows = [(r["failure"], r["expected"], r["handler_calls"]) for r in load_matrix()
+            if r["effect"] == effect]
+    extras = [(f, exp, calls) for (f, e), (exp, calls, _) in EXTRA_CELLS.items() if e == effect]
+    records = []
+    for failure, expected, expected_calls in rows + extras:
+        record: dict[str, Any] = {"failure": failure, "expected": expected,
+                                  "expected_calls": expected_calls}
+        try:
+            cell = _play(failure, subject, workdir)
+        except Exception as exc:
+            log.exception("audit of %s: %s could not be played", spec.name, failure)
+            record.update(observed=f"error: {type(exc).__name__}", handler_calls=None,
+                          attempts=None, budget_used=None, why=f"could not be played: {exc}")
+        else:
+            record.update(observed=cell.observed, handler_calls=cell.handler_calls,
+                          attempts=cell.attempts, budget_used=cell.budget_used)
+        record["pass"] = (record["observed"] == expected
+                          and record["handler_calls"] == expected_calls)
+        if "why" not in record:
+            record["why"] = "" if record["pass"] else why(failure, spec, record)
+        records.append({column: record[column] for column in AUDIT_COLUMNS})
+    return records
+
+
+def audit(
+    spec: ToolSpec,
+    arguments: Mapping[str, Any],
+    other_arguments: Mapping[str, Any] | None = None,
+    *,
+    reset: Callable[[], Any] | None = None,
+    task_id: str = "audit",
+    workdir: str | os.PathLike[str] | None = None,
+) -> pandas.DataFrame:
+    """Play every failure of the matrix for ``spec``'s effect on ``spec`` itself; one row each.
+
+    ``arguments`` are what the model sends; ``other_arguments`` (writes only) name the same
+    intent with another payload (the same note id, another text). ``reset`` is called before
+    each cell to empty what the tool wrote in the cell before (recommended: the rows are
+    independent then). ``pass`` is True when what the model saw last and the handler's real
+    call count are both as the matrix expects; ``why`` says what went wrong when not.
+    Raises only for a ``spec`` that is not a ToolSpec or a write without ``other_arguments``.
+    """
+    import pandas as pd
+
+    frame: pandas.DataFrame = pd.DataFrame.from_records(
+        audit_records(spec, arguments, other_arguments, reset=reset, task_id=task_id,
+                      workdir=workdir),
+        columns=AUDIT_COLUMNS,
+    )
+    return frame
+
+
+def _play(failure: str, subject: Subject, workdir: str | os.PathLike[str] | None) -> CellResult:
+    extra = EXTRA_CELLS.get((failure, subject.effect.value))
+    if extra is None:
+        return play(failure, subject.effect, workdir=workdir, subject=subject)
+    with scratch(workdir, f"{failure}-") as work:
+        bench = extra[2](subject, work)
+        try:
+            return cell_result(failure, bench)
+        finally:
+            bench.close()
+
+
+def why(failure: str, spec: ToolSpec, record: Mapping[str, Any]) -> str:
+    """One sentence on a failed row: what the tool did, and what it lacks."""
+    observed, calls = record["observed"], record["handler_calls"]
+    expected, expected_calls = record["expected"], record["expected_calls"]
+    no_lookup = spec.effect is Effect.REVERSIBLE_WRITE and spec.status_lookup is None
+    if no_lookup and observed.startswith(("outcome_unknown", "busy")):
+        return ("no status lookup: after the doubt the runner cannot ask whether the write "
+                f"landed, so it will not write again and the model is left with {observed}")
+    if failure == "authorization_denial" and observed.startswith("ok"):
+        return "required_scopes is empty: a caller granted nothing ran the tool"
+    if failure == "same_write_repeated" and calls is not None and calls > expected_calls:
+        return (f"the same call ran {calls} times: the key changed between two identical "
+                "calls (a clock, a counter or randomness in the key?)")
+    if failure == "same_key_other_payload" and observed.startswith("ok") and calls == 2:
+        return ("the other payload got another key and ran as a new intent: the key must name "
+                "what is written (the id), not the payload; the runner's fingerprint catches "
+                "a changed payload under the same key")
+    if failure == "same_key_other_payload" and observed == "ok+replayed":
+        return ("the other payload was answered with the first payload's result: the runner "
+                "never saw that it changed")
+    if failure == "disconnect_before_write" and calls == 1 and observed.startswith("ok"):
+        return ("this payload was never written, but the status lookup said done: it must compare what "
+                "is saved with what was asked, not only check that the id exists")
+    if failure in ("transient_disconnect", "timeout_outcome_unknown",
+                   "process_killed_mid_write") and calls is not None and calls > expected_calls:
+        return (f"the write ran {calls} times: the status lookup did not find the write that "
+                "had landed, so the runner wrote again")
+    if observed.startswith(("tool_failure", "outcome_unknown")):
+        return (f"the model saw {observed}: the handler or the status lookup raised or hung "
+                "(turn on the agentkit logger to see the exception)")
+    return (f"expected {expected} after {expected_calls} handler call(s); the model saw "
+            f"{observed} after {calls}")

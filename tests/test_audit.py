@@ -1,0 +1,168 @@
+"""audit(): the failure matrix as a harness for any ToolSpec. A right tool passes every row; each
+classic mistake fails exactly the rows it should, with the handler's real call count and why."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import pytest
+
+from agentkit import Effect, ToolSpec
+from agentkit.demo import audit
+from agentkit.demo.harness import AUDIT_COLUMNS, audit_records
+from agentkit.demo.matrix import load_matrix
+
+
+class Notes:
+    """A learner's write tool: save a note under an id (overwrite); lookup and key beside it."""
+
+    def __init__(self) -> None:
+        self.saved: dict[str, str] = {}
+        self.writes = 0
+
+    def save_note(self, note_id: str, text: str) -> dict:
+        """Save a note."""
+        self.saved[note_id] = text
+        self.writes += 1
+        return {"note_id": note_id, "chars": len(text)}
+
+    def status(self, note_id: str, text: str) -> dict | None:
+        if self.saved.get(note_id) != text:
+            return None
+        return {"note_id": note_id, "chars": len(text)}
+
+    def reset(self) -> None:
+        self.saved.clear()
+
+    def spec(self, **changes) -> ToolSpec:
+        spec = ToolSpec(
+            "save_note", "Save a note under an id.", Effect.REVERSIBLE_WRITE, 2.0, 3, 300,
+            self.save_note, required_scopes={"notes:write"}, status_lookup=self.status,
+            idempotency_key=lambda context, a: f"{context.task_id}:save_note:{a['note_id']}",
+        )
+        return dataclasses.replace(spec, **changes)
+
+
+ARGS = {"note_id": "n-1", "text": "Meeting moved to 3pm."}
+OTHER = {"note_id": "n-1", "text": "Meeting cancelled."}
+
+
+def failing(frame) -> dict[str, tuple[str, int]]:
+    bad = frame[~frame["pass"]]
+    return {row.failure: (row.observed, row.handler_calls) for row in bad.itertuples()}
+
+
+def test_a_right_write_tool_passes_every_row_of_its_level():
+    notes = Notes()
+    frame = audit(notes.spec(), ARGS, OTHER, reset=notes.reset)
+    assert list(frame.columns) == AUDIT_COLUMNS
+    expected = [r["failure"] for r in load_matrix() if r["effect"] == "reversible_write"]
+    assert frame["failure"].tolist() == expected + ["disconnect_before_write"]
+    assert frame["pass"].all(), frame
+    assert (frame["handler_calls"] == frame["expected_calls"]).all()
+    assert set(frame["why"]) == {""}
+    assert frame.set_index("failure").loc["transient_disconnect", "attempts"] == 1
+
+
+def test_a_write_without_status_lookup_fails_every_doubt_row():
+    notes = Notes()
+    frame = audit(notes.spec(status_lookup=None), ARGS, OTHER, reset=notes.reset)
+    assert failing(frame) == {
+        "transient_disconnect": ("outcome_unknown", 1),
+        "timeout_outcome_unknown": ("outcome_unknown", 1),
+        "process_killed_mid_write": ("outcome_unknown", 1),  # the dead process's write only
+        "disconnect_before_write": ("outcome_unknown", 1),
+    }
+    why = frame.set_index("failure")["why"]
+    assert why["transient_disconnect"].startswith("no status lookup")
+
+
+def test_a_lookup_that_only_checks_the_id_fails_the_lost_request_row():
+    notes = Notes()
+    frame = audit(notes.spec(status_lookup=lambda note_id, text: (
+        {"note_id": note_id, "chars": len(text)} if note_id in notes.saved else None)),
+        ARGS, OTHER, reset=notes.reset)
+    assert failing(frame) == {"disconnect_before_write": ("ok", 1)}
+    assert notes.saved["n-1"] == OTHER["text"]  # the model was told "saved"; it was not
+    assert "only check that the id exists" in frame.set_index("failure")["why"]["disconnect_before_write"]
+
+
+def test_a_key_that_changes_on_every_call_writes_twice():
+    notes = Notes()
+    counter = itertools.count()
+    frame = audit(notes.spec(idempotency_key=lambda context, a: f"note-{next(counter)}"),
+                  ARGS, OTHER, reset=notes.reset)
+    bad = failing(frame)
+    assert bad["same_write_repeated"] == ("ok", 2)
+    assert "key changed" in frame.set_index("failure")["why"]["same_write_repeated"]
+
+
+def test_a_key_made_of_the_payload_runs_another_payload_as_a_new_intent():
+    notes = Notes()
+    frame = audit(notes.spec(idempotency_key=None), ARGS, OTHER, reset=notes.reset)  # default key
+    assert failing(frame) == {"same_key_other_payload": ("ok", 2)}
+    assert notes.writes > 0
+
+
+def test_a_tool_anyone_may_call_fails_the_authorization_row():
+    notes = Notes()
+    frame = audit(notes.spec(required_scopes=frozenset()), ARGS, OTHER, reset=notes.reset)
+    assert failing(frame) == {"authorization_denial": ("ok", 1)}
+
+
+def test_a_handler_that_raises_is_a_row_not_an_exception():
+    def broken(note_id: str, text: str) -> dict:
+        """Save a note."""
+        raise RuntimeError("disk full")
+
+    frame = audit(Notes().spec(handler=broken), ARGS, OTHER)
+    assert not frame["pass"].all()
+    assert frame.set_index("failure")["observed"]["same_write_repeated"] == "tool_failure"
+
+
+def test_reads_and_irreversible_writes_are_audited_at_their_level():
+    def lookup(city: str) -> str:
+        """Weather for a city."""
+        return f"{city}: sunny"
+
+    read = ToolSpec("weather", "Weather for a city.", Effect.READ, 2.0, 3, 300, lookup,
+                    required_scopes={"weather:read"})
+    frame = audit(read, {"city": "Oslo"})
+    assert frame["pass"].all(), frame
+    assert frame["failure"].tolist() == [r["failure"] for r in load_matrix() if r["effect"] == "read"]
+    assert frame.set_index("failure")["handler_calls"]["transient_disconnect"] == 3
+
+    sent: list[str] = []
+
+    def send_sms(sms_id: str, to: str, text: str) -> dict:
+        """Send a text message."""
+        sent.append(sms_id)
+        return {"sms_id": sms_id, "status": "sent"}
+
+    sms = ToolSpec("send_sms", "Send a text message.", Effect.IRREVERSIBLE_WRITE, 2.0, 1, 300,
+                   send_sms, required_scopes={"sms:send"},
+                   idempotency_key=lambda context, a: f"sms:{a['sms_id']}")
+    frame = audit(sms, {"sms_id": "s-1", "to": "+4700000000", "text": "hi"},
+                  {"sms_id": "s-1", "to": "+4700000000", "text": "other"})
+    assert frame["pass"].all(), frame
+    assert int(frame["handler_calls"].sum()) == len(sent)
+
+
+def test_audit_refuses_what_it_cannot_play():
+    with pytest.raises(TypeError):
+        audit_records("save_note", ARGS)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="other_arguments"):
+        audit_records(Notes().spec(), ARGS)
+
+
+def test_the_disk_ledger_writes_with_the_one_atomic_write(monkeypatch, tmp_path):
+    from agentkit.demo import scenarios
+
+    written = []
+    real = scenarios.atomic_write_text
+    monkeypatch.setattr(scenarios, "atomic_write_text", lambda path, text: written.append(path) or real(path, text))
+    ledger = scenarios.DiskLedger(tmp_path)
+    ledger.put("draft-7", "hello")
+    assert written == [tmp_path / "draft-7.json"] and ledger.get("draft-7") == "hello"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["draft-7.json", "writes.log"]  # no temp file left
