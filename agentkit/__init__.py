@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode
-from agentkit.boundary.invoke import invoke_tool
+from agentkit.boundary.invoke import ainvoke_tool, invoke_tool
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.boundary.spec import Effect, ToolSpec
 from agentkit.policy.backoff import set_testing
@@ -45,6 +45,7 @@ __all__ = [
     "ToolRegistry",
     "ToolRunner",
     "ToolSpec",
+    "ainvoke_tool",
     "invoke_tool",
     "set_testing",
 ]

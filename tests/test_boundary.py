@@ -313,7 +313,7 @@ def test_an_attempt_that_never_started_is_busy_not_outcome_unknown(counted):
     finally:
         limits._POOL = original
     assert result == {"ok": False, "error": "busy", "retryable": True}
-    assert not attempt.handler_ran
+    assert not attempt.started
     for task in pool.tasks:  # the worker starts late: the cancelled attempt must not run
         task()
     assert handler.calls == 0

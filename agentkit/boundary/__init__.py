@@ -24,7 +24,7 @@ from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import RETRYABLE, ErrorCode
 from agentkit.boundary.invoke import invoke_tool
 from agentkit.boundary.redaction import Redactor
-from agentkit.boundary.registry import ToolRegistry
+from agentkit.boundary.registry import RegisteredTool, ToolRegistry
 from agentkit.boundary.schema import derive_parameters
 from agentkit.boundary.spec import Effect, ToolSpec
 
@@ -34,6 +34,7 @@ __all__ = [
     "Effect",
     "ErrorCode",
     "Redactor",
+    "RegisteredTool",
     "ToolRegistry",
     "ToolSpec",
     "derive_parameters",

@@ -9,18 +9,37 @@ interpreter's exit, which ``concurrent.futures`` would (it joins its workers at 
 A tool's ``max_concurrency`` is a semaphore owned by the tool's registry entry. A timed-out
 handler keeps its slot until it really returns, so a stuck dependency cannot be flooded with
 new calls while the old ones still hang.
+
+Coroutine handlers (``async def``) are served too, so one registry answers sync and async
+callers alike (DESIGN §3):
+
+- from the sync path, a coroutine handler runs to completion on its worker thread's own event
+  loop (a fresh one per attempt, closed afterwards, as ``asyncio.run`` does), under the same
+  ``timeout_seconds``;
+- from async code (:func:`run_on_worker`, used by ``ainvoke_tool`` and ``ToolRunner.acall``),
+  the policy runs on a worker thread as it does for sync callers, and a coroutine handler it
+  reaches is sent back to the *caller's* event loop, under ``asyncio.timeout`` (on Python 3.10,
+  which has no ``asyncio.timeout``, a small equivalent: a ``call_later`` that cancels the task
+  and marks the scope expired). Sync handlers run on the same worker threads either way, and a
+  tool's ``max_concurrency`` slot is the same semaphore for both kinds of caller.
+
+A coroutine cancelled by its deadline (or by anything else) is ``outcome_unknown``, never a
+plain failure: cancellation does not prove that a write did not happen.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
+import inspect
 import logging
 import queue
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 #: How long an idle worker thread waits for more work before it exits.
 IDLE_SECONDS = 30.0
@@ -88,9 +107,142 @@ def mark_landed() -> None:
         attempt.landed_at = time.monotonic()
 
 
-def _in_attempt(attempt: Attempt, handler: Callable[..., Any], arguments: dict[str, Any]) -> Any:
+def _in_attempt(
+    attempt: Attempt, handler: Callable[..., Any], arguments: dict[str, Any], timeout: float
+) -> Any:
     _CURRENT.set(attempt)  # inside the copied context: never leaks to the caller
-    return handler(**arguments)
+    value = handler(**arguments)
+    if inspect.isawaitable(value):  # a coroutine handler reached from the sync path
+        value = _run_on_own_loop(value, timeout)
+    return value
+
+
+# --------------------------------------------------------------------------- coroutine handlers
+
+#: The event loop of the async caller whose policy runs on this worker (see run_on_worker).
+_CALLER_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "agentkit_caller_loop", default=None
+)
+
+_T = TypeVar("_T")
+
+
+class WorkerUnavailable(RuntimeError):
+    """No worker thread could be started for an async caller: nothing ran."""
+
+
+class DeadlinePassed(Exception):
+    """A coroutine handler was cancelled at its deadline (not a ``TimeoutError`` it raised)."""
+
+
+if sys.version_info >= (3, 11):
+    _timeout_scope = asyncio.timeout
+else:  # pragma: no cover - exercised on Python 3.10 only
+
+    class _timeout_scope:
+        """``asyncio.timeout`` for Python 3.10: cancel the task at the deadline, then raise
+        ``TimeoutError`` from the scope, and tell by ``expired()`` that it was the deadline."""
+
+        def __init__(self, delay: float) -> None:
+            self._delay = delay
+            self._expired = False
+            self._handle: asyncio.TimerHandle | None = None
+
+        def expired(self) -> bool:
+            return self._expired
+
+        async def __aenter__(self) -> _timeout_scope:  # noqa: PYI034 (3.10 has no Self)
+            task = asyncio.current_task()
+            assert task is not None
+            self._handle = asyncio.get_running_loop().call_later(self._delay, self._fire, task)
+            return self
+
+        def _fire(self, task: asyncio.Task[Any]) -> None:
+            self._expired = True
+            task.cancel()
+
+        async def __aexit__(
+            self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+        ) -> None:
+            assert self._handle is not None
+            self._handle.cancel()
+            if self._expired and exc_type is asyncio.CancelledError:
+                raise TimeoutError from exc
+
+
+async def _bounded(awaitable: Awaitable[_T], timeout: float) -> _T:
+    """Await under ``timeout``; the deadline is :class:`DeadlinePassed`, while a
+    ``TimeoutError`` raised by the handler itself stays what it is (a transient failure)."""
+    scope = _timeout_scope(timeout)
+    try:
+        async with scope:
+            return await awaitable
+    except TimeoutError:
+        if scope.expired():
+            raise DeadlinePassed from None
+        raise
+
+
+def _run_on_own_loop(awaitable: Awaitable[_T], timeout: float) -> _T:
+    """Run a coroutine to completion on a fresh event loop of this worker thread."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(_bounded(awaitable, timeout))
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+
+
+def is_coroutine_handler(handler: Callable[..., Any]) -> bool:
+    """Whether ``handler`` is an ``async def`` (or a partial of one).
+
+    A sync wrapper around a coroutine function (``functools.wraps`` included) counts as sync:
+    it may block, so it runs on a worker thread, and the coroutine it returns runs on that
+    worker's own loop.
+    """
+    return inspect.iscoroutinefunction(handler)
+
+
+async def run_on_worker(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """``function(*args, **kwargs)`` on a worker thread, awaited without blocking the loop.
+
+    The worker remembers this event loop: a coroutine handler reached from ``function`` is run
+    back on it (see :func:`run_limited`). Cancelling the awaiting task does not stop the
+    worker: a write under way goes on, and its result is still recorded by the policy.
+    Raises :class:`WorkerUnavailable` when no worker thread can be started (nothing ran).
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[_T] = loop.create_future()
+    context = contextvars.copy_context()
+    context.run(_CALLER_LOOP.set, loop)
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():  # the awaiting task was cancelled
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def task() -> None:
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = context.run(function, *args, **kwargs)
+        except BaseException as exc:  # handed to the awaiting task
+            error = exc
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
+            logging.getLogger("agentkit").warning("a worker finished after its event loop closed")
+
+    try:
+        _POOL.submit(task)
+    except RuntimeError as exc:  # "can't start new thread"
+        raise WorkerUnavailable(str(exc)) from exc
+    return await future
 
 
 @dataclass
@@ -107,6 +259,7 @@ class Attempt:
     started_at: float | None = None
     finished_at: float | None = None
     landed_at: float | None = None  # set by the handler through mark_landed(), if it knows
+    timed_out: bool = False  # a coroutine handler was cancelled (deadline or otherwise)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _callbacks: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
@@ -117,10 +270,6 @@ class Attempt:
                 self._callbacks.append(callback)
                 return
         callback()
-
-    @property
-    def handler_ran(self) -> bool:
-        return self.started
 
     @property
     def running(self) -> bool:
@@ -146,36 +295,71 @@ def run_limited(
         return "busy"
     context = contextvars.copy_context()
 
-    def body() -> None:
+    def begin() -> bool:
         with attempt.lock:
             if attempt.cancelled:
-                return
+                return False
             attempt.started = True
             attempt.started_at = time.monotonic()
+        return True
+
+    def end() -> None:
+        if slot is not None:
+            slot.release()
+        with attempt.lock:
+            attempt.finished_at = time.monotonic()
+            attempt.done.set()
+            callbacks, attempt._callbacks = attempt._callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                logging.getLogger("agentkit").exception(
+                    "%s %s: a done-callback failed", attempt.call_id, attempt.tool
+                )
+
+    def body() -> None:
+        if not begin():
+            return
         try:
-            attempt.value = context.run(_in_attempt, attempt, handler, arguments)
+            attempt.value = context.run(_in_attempt, attempt, handler, arguments, timeout)
+        except (DeadlinePassed, asyncio.CancelledError):
+            attempt.timed_out = True
         except BaseException as exc:  # handed to the caller, who re-raises non-Exceptions
             attempt.error = exc
         finally:
+            end()
+
+    async def on_caller_loop() -> None:
+        if not begin():
+            return
+        _CURRENT.set(attempt)  # the task runs in a copy of the context: never leaks
+        try:
+            attempt.value = await _bounded(handler(**arguments), timeout)
+        except (DeadlinePassed, asyncio.CancelledError):
+            attempt.timed_out = True  # cancelled: the write may still have happened
+        except BaseException as exc:
+            attempt.error = exc
+        finally:
+            end()
+
+    loop = _CALLER_LOOP.get()
+    if loop is not None and is_coroutine_handler(handler):
+        coroutine = on_caller_loop()
+        try:
+            asyncio.run_coroutine_threadsafe(coroutine, loop)
+        except RuntimeError:  # the caller's loop is closed: nothing ran
+            coroutine.close()
+            attempt.cancelled = True
             if slot is not None:
                 slot.release()
-            with attempt.lock:
-                attempt.finished_at = time.monotonic()
-                attempt.done.set()
-                callbacks, attempt._callbacks = attempt._callbacks, []
-            for callback in callbacks:
-                try:
-                    callback()
-                except Exception:
-                    logging.getLogger("agentkit").exception(
-                        "%s %s: a done-callback failed", attempt.call_id, attempt.tool
-                    )
-
-    _POOL.submit(body)
+            return "busy"
+    else:
+        _POOL.submit(body)
     attempt.done.wait(timeout)
     with attempt.lock:
         if attempt.done.is_set():
-            return "finished"
+            return "timeout" if attempt.timed_out else "finished"
         if not attempt.started:
             attempt.cancelled = True
             if slot is not None:

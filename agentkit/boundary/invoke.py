@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from agentkit.boundary.authorization import authorize
-from agentkit.boundary.concurrency import Attempt, run_limited
+from agentkit.boundary.concurrency import Attempt, WorkerUnavailable, run_limited, run_on_worker
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, classify_exception, failure
 from agentkit.boundary.redaction import shape_output
@@ -46,6 +46,28 @@ def invoke_tool(
     """Run one attempt of a tool call through the boundary and return what the model sees."""
     result, _ = invoke_attempt(registry, name, arguments, context, call_id=call_id)
     return result
+
+
+async def ainvoke_tool(
+    registry: ToolRegistry,
+    name: Any,
+    arguments: Any,
+    context: CallContext | None = None,
+    *,
+    call_id: str | None = None,
+) -> dict[str, Any]:
+    """:func:`invoke_tool` for async hosts: the same pipeline and the same results.
+
+    The pipeline runs on a worker thread (so the event loop is never blocked by schema checks,
+    slot waits or a sync handler); a coroutine handler is sent back to this event loop and runs
+    there under ``asyncio.timeout``. One code path serves both kinds of caller, so their
+    results cannot drift apart.
+    """
+    try:
+        return await run_on_worker(invoke_tool, registry, name, arguments, context, call_id=call_id)
+    except WorkerUnavailable:
+        log.warning("%s: busy, no worker thread could be started", _safe_name(name))
+        return failure(ErrorCode.BUSY)
 
 
 def invoke_attempt(

@@ -66,6 +66,14 @@ class Redactor:
         return text, count
 
 
+def safe_name(name: Any) -> str:
+    """A model-given name (of a tool, an approval) as plain text for the log: a str is copied
+    exactly (``str.__str__`` runs none of a subclass's own methods), anything else is shown
+    by its type's name; at most 64 characters either way."""
+    text = str.__str__(name) if isinstance(name, str) else str.__str__(type(name).__name__)
+    return text[:64]
+
+
 def render_value(value: Any) -> str:
     """The text the model sees: a str as it is, anything else as JSON, falling back to str()."""
     if isinstance(value, str):

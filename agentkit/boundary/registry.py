@@ -24,7 +24,11 @@ FORMATS = ("anthropic", "mcp", "openai")
 
 
 @dataclass(frozen=True)
-class _Entry:
+class RegisteredTool:
+    """A tool as the registry holds it, what :meth:`ToolRegistry.entry` returns: the spec (its
+    parameters filled in), the argument validator compiled from them, and the concurrency
+    slot (None: no limit). The boundary and the runner run every call from one of these."""
+
     spec: ToolSpec
     validator: Validator
     slot: threading.Semaphore | None
@@ -41,7 +45,7 @@ class ToolRegistry:
         redact_patterns: Iterable[str | re.Pattern[str]] = (),
         policies: Iterable[Policy] = (),
     ) -> None:
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, RegisteredTool] = {}
         self._lock = threading.Lock()
         self.redactor = Redactor(redact_patterns)
         self.policies: list[Policy] = []
@@ -61,7 +65,7 @@ class ToolRegistry:
         with self._lock:
             if spec.name in self._entries:
                 raise ValueError("duplicate_tool")
-            self._entries[spec.name] = _Entry(spec, validator, slot)
+            self._entries[spec.name] = RegisteredTool(spec, validator, slot)
         return spec
 
     def add_policy(self, policy: Policy) -> None:
@@ -70,14 +74,11 @@ class ToolRegistry:
         check_policy(policy)
         self.policies.append(policy)
 
-    def add_redaction_pattern(self, pattern: str | re.Pattern[str]) -> None:
-        self.redactor.add(pattern)
-
     def get(self, name: str) -> ToolSpec | None:
         entry = self.entry(name)
         return entry.spec if entry else None
 
-    def entry(self, name: Any) -> _Entry | None:
+    def entry(self, name: Any) -> RegisteredTool | None:
         """The spec with its compiled validator and concurrency slot (for the boundary)."""
         if not isinstance(name, str):
             return None

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentkit.boundary.canonical import fingerprint_of
-from agentkit.boundary.concurrency import Attempt, run_limited
+from agentkit.boundary.concurrency import Attempt, WorkerUnavailable, run_limited, run_on_worker
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, failure
 from agentkit.boundary.invoke import _safe_name, execute, new_call_id, preflight
@@ -223,6 +223,34 @@ class ToolRunner:
         if record is not None and record["state"] == RUNNING:
             return _finish(failure(ErrorCode.IN_PROGRESS), 0, False, Effect.IRREVERSIBLE_WRITE)
         return _finish(denied, 0, False, Effect.IRREVERSIBLE_WRITE)
+
+    # ------------------------------------------------------------------ async hosts
+
+    async def acall(self, name: Any, arguments: Any) -> dict[str, Any]:
+        """:meth:`call` for async hosts: the same policy, the same results.
+
+        The policy itself (retries, status lookups, store calls, the injected ``sleep``) runs on
+        a worker thread, so the event loop never waits on SQLite, a slot or a backoff; a
+        coroutine handler or status lookup is sent back to this loop and runs there under
+        ``asyncio.timeout``. Sharing one code path is what makes the results identical. If the
+        awaiting task is cancelled, the call goes on to its end and its outcome is recorded.
+        """
+        return await self._off_loop(self.call, name, arguments)
+
+    async def aapprove(self, approval_id: Any) -> dict[str, Any]:
+        """:meth:`approve` for async hosts (see :meth:`acall`)."""
+        return await self._off_loop(self.approve, approval_id)
+
+    async def adeny(self, approval_id: Any) -> dict[str, Any]:
+        """:meth:`deny` for async hosts (see :meth:`acall`)."""
+        return await self._off_loop(self.deny, approval_id)
+
+    async def _off_loop(self, method: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+        try:
+            return await run_on_worker(method, *args)
+        except WorkerUnavailable:
+            log.warning("busy: no worker thread could be started for %s", method.__name__)
+            return _finish(failure(ErrorCode.BUSY), 0, False, "")
 
     def pending_approvals(self) -> list[dict[str, Any]]:
         """Approvals asked for through this runner that still wait for a decision."""
