@@ -20,7 +20,7 @@ from agentkit.boundary.concurrency import Attempt, WorkerUnavailable, run_limite
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, classify_exception, failure
 from agentkit.boundary.redaction import shape_output
-from agentkit.boundary.registry import ToolRegistry, _Entry
+from agentkit.boundary.registry import RegisteredTool, ToolRegistry
 from agentkit.boundary.schema import check_arguments
 from agentkit.boundary.spec import Effect
 
@@ -94,7 +94,7 @@ def invoke_attempt(
 
 def preflight(
     registry: ToolRegistry, name: Any, arguments: Any, context: CallContext, call_id: str
-) -> tuple[_Entry | None, dict[str, Any] | None, dict[str, Any] | None]:
+) -> tuple[RegisteredTool | None, dict[str, Any] | None, dict[str, Any] | None]:
     """The stages before anything runs: lookup, schema check, authorization.
 
     Returns ``(entry, checked_arguments, None)`` when the call may run, else
@@ -131,7 +131,7 @@ def _pipeline(
 
 
 def execute(
-    registry: ToolRegistry, entry: _Entry, checked: dict[str, Any], call_id: str
+    registry: ToolRegistry, entry: RegisteredTool, checked: dict[str, Any], call_id: str
 ) -> tuple[dict[str, Any], Attempt]:
     """The stages after authorization: limits, handler, redact/truncate, stable error."""
     spec = entry.spec

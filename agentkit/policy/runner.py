@@ -35,7 +35,7 @@ from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, failure
 from agentkit.boundary.invoke import _safe_name, execute, new_call_id, preflight
 from agentkit.boundary.redaction import shape_output
-from agentkit.boundary.registry import ToolRegistry, _Entry
+from agentkit.boundary.registry import RegisteredTool, ToolRegistry
 from agentkit.boundary.spec import Effect, ToolSpec
 from agentkit.policy.approvals import EXPIRED, PENDING, RUNNING, SETTLED, Approvals
 from agentkit.policy.backoff import Backoff
@@ -55,7 +55,7 @@ class _Call:
     """One ``call``/``approve`` in progress: what runs, and how many handler attempts it made."""
 
     call_id: str
-    entry: _Entry
+    entry: RegisteredTool
     arguments: dict[str, Any]
     key: str = ""  # the idempotency key, for writes
     number: int = 0  # steps that tried to run the handler (busy ones included)
