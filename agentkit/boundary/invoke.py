@@ -19,7 +19,7 @@ from agentkit.boundary.authorization import authorize
 from agentkit.boundary.concurrency import Attempt, WorkerUnavailable, run_limited, run_on_worker
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, classify_exception, failure
-from agentkit.boundary.redaction import shape_output
+from agentkit.boundary.redaction import safe_name, shape_output
 from agentkit.boundary.registry import RegisteredTool, ToolRegistry
 from agentkit.boundary.schema import check_arguments
 from agentkit.boundary.spec import Effect
@@ -66,7 +66,7 @@ async def ainvoke_tool(
     try:
         return await run_on_worker(invoke_tool, registry, name, arguments, context, call_id=call_id)
     except WorkerUnavailable:
-        log.warning("%s: busy, no worker thread could be started", _safe_name(name))
+        log.warning("%s: busy, no worker thread could be started", safe_name(name))
         return failure(ErrorCode.BUSY)
 
 
@@ -88,7 +88,7 @@ def invoke_attempt(
     try:
         return _pipeline(registry, name, arguments, context, call_id)
     except Exception:  # a bug in the boundary itself must still not reach the model
-        log.exception("%s %s: the boundary failed", call_id, _safe_name(name))
+        log.exception("%s %s: the boundary failed", call_id, safe_name(name))
         return failure(ErrorCode.TOOL_FAILURE), None
 
 
@@ -103,7 +103,7 @@ def preflight(
     """
     entry = registry.entry(name)
     if entry is None:
-        log.info("%s %s: unknown tool", call_id, _safe_name(name))
+        log.info("%s %s: unknown tool", call_id, safe_name(name))
         return None, None, failure(ErrorCode.UNKNOWN_TOOL)
     spec = entry.spec
     checked, refusal = check_arguments(
@@ -182,8 +182,3 @@ def _log_late_finish(attempt: Attempt) -> None:
         attempt.call_id, attempt.tool, outcome,
     )
 
-
-def _safe_name(name: Any) -> str:
-    # str.__str__ copies a str subclass exactly, without running any of its own methods.
-    text = str.__str__(name) if isinstance(name, str) else str.__str__(type(name).__name__)
-    return text[:64]

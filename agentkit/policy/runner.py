@@ -33,8 +33,8 @@ from agentkit.boundary.canonical import fingerprint_of
 from agentkit.boundary.concurrency import Attempt, WorkerUnavailable, run_limited, run_on_worker
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, failure
-from agentkit.boundary.invoke import _safe_name, execute, new_call_id, preflight
-from agentkit.boundary.redaction import shape_output
+from agentkit.boundary.invoke import execute, new_call_id, preflight
+from agentkit.boundary.redaction import safe_name, shape_output
 from agentkit.boundary.registry import RegisteredTool, ToolRegistry
 from agentkit.boundary.spec import Effect, ToolSpec
 from agentkit.policy.approvals import EXPIRED, PENDING, RUNNING, SETTLED, Approvals
@@ -108,7 +108,7 @@ class ToolRunner:
         try:
             return self._call(call_id, name, arguments, holder)
         except Exception:
-            log.exception("%s %s: the runner failed", call_id, _safe_name(name))
+            log.exception("%s %s: the runner failed", call_id, safe_name(name))
             return self._runner_failed(holder)
 
     def _call(self, call_id: str, name: Any, arguments: Any, holder: list[_Call]) -> dict[str, Any]:
@@ -116,7 +116,7 @@ class ToolRunner:
         entry, checked, refusal = preflight(self.registry, name, arguments, self.context, call_id)
         if refusal is not None:
             effect = entry.spec.effect.value if entry else ""
-            tool = entry.spec.name if entry else _safe_name(name)
+            tool = entry.spec.name if entry else safe_name(name)
             self._note(call_id, tool, effect, "refused", 0, refusal["error"], started)
             return _finish(refusal, 0, False, effect)
         assert entry is not None and checked is not None
@@ -159,7 +159,7 @@ class ToolRunner:
         record = self.approvals.get(approval_id)
         while True:
             if record is None or record["state"] == EXPIRED:
-                self._note(call_id, _safe_name(approval_id), "", "approval", 0, "forbidden", started)
+                self._note(call_id, safe_name(approval_id), "", "approval", 0, "forbidden", started)
                 return _finish(failure(ErrorCode.FORBIDDEN), 0, False, Effect.IRREVERSIBLE_WRITE)
             if record["state"] == SETTLED:
                 return self._replay_settled(call_id, record, started)
@@ -428,14 +428,14 @@ class ToolRunner:
             return failure(ErrorCode.BUDGET_EXHAUSTED), None
         call.number += 1
         result, attempt = execute(self.registry, call.entry, call.arguments, call.call_id)
-        if attempt.handler_ran:
+        if attempt.started:
             call.attempts += 1
         else:
             self.budget.refund(spec.effect)
         outcome = "ok" if result["ok"] else result["error"]
         self.trace.add(TraceRecord(
             call.call_id, spec.name, spec.effect.value, "attempt", call.number, outcome,
-            attempt.handler_ran, False, started, time.monotonic(), attempt,
+            attempt.started, False, started, time.monotonic(), attempt,
         ))
         return result, attempt
 
