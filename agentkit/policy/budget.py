@@ -41,9 +41,6 @@ class Budget:
             return None
         return max(0, self.max_attempts - self._used)
 
-    def used_by(self, effect: Effect | str) -> int:
-        return self._used_by[Effect(effect)]
-
     def spend(self, effect: Effect | str = Effect.READ) -> bool:
         """Take one unit for ``effect``; False (nothing taken) when a cap is reached."""
         effect = Effect(effect)

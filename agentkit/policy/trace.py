@@ -60,16 +60,10 @@ class Trace:
     def __init__(self) -> None:
         self._records: list[TraceRecord] = []
         self._lock = threading.Lock()
-        self.origin = time.monotonic()
 
     def add(self, record: TraceRecord) -> None:
         with self._lock:
             self._records.append(record)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._records.clear()
-            self.origin = time.monotonic()
 
     @property
     def records(self) -> list[TraceRecord]:
