@@ -8,7 +8,6 @@ lookup and replay can. Times are kept (for the timeline picture) but left out of
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
