@@ -1,4 +1,4 @@
-"""Idempotency stores (DESIGN §7): every test counts the operation's real runs.
+"""Idempotency stores (docs/design.md#stores): every test counts the operation's real runs.
 
 A result code alone cannot show that a write happened twice, so each test holds a counter
 (or, across processes, a log file on disk) and asserts how often the operation really ran.
@@ -12,18 +12,17 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agentkit.policy.stores import IdempotencyStore, SQLiteIdempotencyStore
+from agentkit.policy.stores import IdempotencyStore, SQLiteIdempotencyStore, StoreError
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).with_name("_store_worker.py")
-TINY_TTL = 0.05  # seconds; tests sleep LEASE_PASSES, four times as long, to be robust
-LEASE_PASSES = 0.2
+TINY_TTL = 0.05  # seconds; tests let LEASE_PASSES go by on the store's clock
+LEASE_PASSES = 1.0
 WAIT = 10.0  # upper bound on every wait for another thread or process
 
 OK = {"ok": True, "data": "written"}
@@ -60,22 +59,50 @@ class Lookup:
         return self.answer
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def make_store(request: pytest.FixtureRequest, tmp_path: Path):
-    """Both stores, same tests: the semantics are one contract."""
-    made: list[Any] = []
+class Clock:
+    """An injected wall clock: time passes only when a test says so."""
 
-    def make(claim_ttl_seconds: float = 300) -> Any:
-        if request.param == "memory":
-            store: Any = IdempotencyStore(claim_ttl_seconds=claim_ttl_seconds)
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Backend:
+    """Makes stores of one kind and lets time pass on their clock (no sleeps)."""
+
+    def __init__(self, kind: str, tmp_path: Path) -> None:
+        self.kind = kind
+        self.tmp_path = tmp_path
+        self.clock = Clock()
+        self.made: list[Any] = []
+
+    def __call__(self, claim_ttl_seconds: float = 300, **options: Any) -> Any:
+        if self.kind == "memory":
+            store: Any = IdempotencyStore(claim_ttl_seconds, clock=self.clock, **options)
         else:
-            store = SQLiteIdempotencyStore(tmp_path / "store.sqlite", claim_ttl_seconds)
-        made.append(store)
+            store = SQLiteIdempotencyStore(
+                self.tmp_path / "store.sqlite", claim_ttl_seconds, clock=self.clock, **options
+            )
+        self.made.append(store)
         return store
 
-    yield make
-    for store in made:
-        store.close()
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` pass for every lease in the store."""
+        self.clock.now += seconds
+
+    def close(self) -> None:
+        for store in self.made:
+            store.close()
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path):
+    """Every store, same tests: the semantics are one contract."""
+    backend = Backend(request.param, tmp_path)
+    yield backend
+    backend.close()
 
 
 @pytest.fixture
@@ -86,11 +113,11 @@ def sqlite_path(tmp_path: Path) -> Path:
 # --------------------------------------------------------------------------- helpers
 
 
-def stale_unknown_claim(store: Any, key: str = "k") -> Op:
+def stale_unknown_claim(make_store: Backend, store: Any, key: str = "k") -> Op:
     """Leave a claim whose outcome is unknown, then let its (tiny) lease pass."""
     op = Op(UNKNOWN)
     assert store.run_once(key, op, "fp") == UNKNOWN
-    time.sleep(LEASE_PASSES)
+    make_store.advance(LEASE_PASSES)
     return op
 
 
@@ -188,18 +215,21 @@ def test_outcome_unknown_keeps_the_claim(make_store) -> None:
 
 def test_abandon_makes_our_own_claim_stale_at_once(make_store) -> None:
     store, op = make_store(), Op(UNKNOWN, OK)
-    assert store.run_once("k", op, "fp") == UNKNOWN
-    store.abandon("k")  # our attempt really returned: nothing of ours is running any more
+    tokens: list[str] = []
+    assert store.run_once("k", op, "fp", on_claim=tokens.append) == UNKNOWN
     lookup = Lookup(None)
+    # The caller took the token: its claim stays live (never stale) until it gives it back.
+    assert store.run_once("k", op, "fp", recover=lookup)["error"] == "in_progress"
+    store.abandon("k", tokens[0])  # our attempt really returned: nothing of ours runs any more
     assert store.run_once("k", op, "fp", recover=lookup) == OK
     assert (op.calls, lookup.calls) == (2, 1)  # the lookup was asked before running again
-    store.abandon("no-such-key")  # nothing to do, no error
+    store.abandon("no-such-key", "no-such-token")  # nothing to do, no error
 
 
 def test_lease_seconds_extends_the_claim(make_store) -> None:
     store, op = make_store(TINY_TTL), Op(UNKNOWN)
     store.run_once("k", op, "fp", lease_seconds=30)
-    time.sleep(LEASE_PASSES)  # past claim_ttl_seconds, well within lease_seconds
+    make_store.advance(LEASE_PASSES)  # past claim_ttl_seconds, well within lease_seconds
     lookup = Lookup(OK)
     assert store.run_once("k", op, "fp", recover=lookup)["error"] == "in_progress"
     assert (op.calls, lookup.calls) == (1, 0)
@@ -207,7 +237,7 @@ def test_lease_seconds_extends_the_claim(make_store) -> None:
 
 def test_stale_claim_with_receipt_is_settled_without_running(make_store) -> None:
     store = make_store(TINY_TTL)
-    op = stale_unknown_claim(store)
+    op = stale_unknown_claim(make_store, store)
     receipt = {"ok": True, "data": "found it"}
     lookup = Lookup(receipt)
     assert store.run_once("k", op, "fp", recover=lookup) == receipt
@@ -219,7 +249,7 @@ def test_stale_claim_with_receipt_is_settled_without_running(make_store) -> None
 
 def test_stale_claim_not_done_runs_the_operation(make_store) -> None:
     store = make_store(TINY_TTL)
-    op = stale_unknown_claim(store)
+    op = stale_unknown_claim(make_store, store)
     op.results = [OK]
     lookup = Lookup(None)
     assert store.run_once("k", op, "fp", recover=lookup) == OK
@@ -232,7 +262,7 @@ def test_stale_claim_not_done_runs_the_operation(make_store) -> None:
 )
 def test_stale_claim_with_unknown_lookup_stays_unknown(make_store, answer: Any) -> None:
     store = make_store(TINY_TTL)
-    op = stale_unknown_claim(store)
+    op = stale_unknown_claim(make_store, store)
     lookup = Lookup(answer)
     expected = {"ok": False, "error": "outcome_unknown", "retryable": False}
     assert store.run_once("k", op, "fp", recover=lookup) == expected
@@ -244,7 +274,7 @@ def test_stale_claim_with_unknown_lookup_stays_unknown(make_store, answer: Any) 
 
 def test_stale_claim_without_lookup_is_unknown_until_released(make_store) -> None:
     store = make_store(TINY_TTL)
-    op = stale_unknown_claim(store)
+    op = stale_unknown_claim(make_store, store)
     op.results = [OK]
     for _ in range(2):
         assert store.run_once("k", op, "fp") == {
@@ -261,7 +291,7 @@ def test_stale_claim_without_lookup_is_unknown_until_released(make_store) -> Non
 
 def test_takeover_of_a_stale_claim_is_exclusive(make_store) -> None:
     store = make_store(TINY_TTL)
-    op = stale_unknown_claim(store)
+    op = stale_unknown_claim(make_store, store)
     entered, go = threading.Event(), threading.Event()
     receipt = {"ok": True, "data": "found"}
 
@@ -306,6 +336,97 @@ def test_unstorable_ok_result_raises_and_keeps_the_key_claimed(make_store) -> No
     # It happened but could not be kept: nothing may run again without a lookup.
     assert store.run_once("k", op, "fp")["error"] == "outcome_unknown"
     assert op.calls == 1
+
+
+# --------------------------------------------------------------------------- live claims
+
+
+class Hung:
+    """An operation that blocks until released: a write hung past any lease."""
+
+    def __init__(self, result: dict[str, Any] | None = None) -> None:
+        self.entered, self.go = threading.Event(), threading.Event()
+        self.result = result or OK
+        self.calls = 0
+
+    def __call__(self) -> dict[str, Any]:
+        self.calls += 1
+        self.entered.set()
+        assert self.go.wait(WAIT)
+        return dict(self.result)
+
+
+def test_a_claim_whose_operation_still_runs_here_is_never_stale(make_store) -> None:
+    """Issue 10 point 2: a lease shorter than the hung write must not start a second one."""
+    store, hung = make_store(0.1), Hung()
+    answers: list[dict[str, Any]] = []
+    first = threading.Thread(
+        target=lambda: answers.append(store.run_once("k", hung, "fp", recover=Lookup(None)))
+    )
+    first.start()
+    try:
+        assert hung.entered.wait(WAIT)
+        make_store.advance(3600)  # an hour past the 0.1 s lease: the owner is still running
+        second, lookup = Op(OK), Lookup(None)
+        for _ in range(3):
+            assert store.run_once("k", second, "fp", recover=lookup)["error"] == "in_progress"
+        assert (second.calls, lookup.calls) == (0, 0)
+    finally:
+        hung.go.set()
+        first.join(WAIT)
+    assert answers == [OK]
+    assert store.run_once("k", second, "fp")["replayed"] is True
+    assert (hung.calls, second.calls) == (1, 0)
+
+
+def test_an_unknown_claim_stays_live_until_its_token_is_abandoned(make_store) -> None:
+    store, op = make_store(0.1), Op(UNKNOWN, OK)
+    tokens: list[str] = []
+    assert store.run_once("k", op, "fp", on_claim=tokens.append) == UNKNOWN
+    make_store.advance(3600)
+    lookup = Lookup(None)
+    assert store.run_once("k", op, "fp", recover=lookup)["error"] == "in_progress"
+    assert (op.calls, lookup.calls) == (1, 0)
+    store.abandon("k", tokens[0])
+    assert store.run_once("k", op, "fp", recover=lookup) == OK
+    assert (op.calls, lookup.calls) == (2, 1)
+
+
+def test_abandon_acts_only_on_its_own_token(make_store) -> None:
+    """A late return of the first attempt must not mark the newer live claim stale."""
+    store, op = make_store(0.1), Op(UNKNOWN, UNKNOWN, OK)
+    first: list[str] = []
+    second: list[str] = []
+    assert store.run_once("k", op, "fp", on_claim=first.append) == UNKNOWN
+    store.abandon("k", first[0])  # the first attempt returned: its claim may be recovered
+    lookup = Lookup(None)
+    assert store.run_once("k", op, "fp", recover=lookup, on_claim=second.append) == UNKNOWN
+    assert (op.calls, lookup.calls) == (2, 1)
+    assert first != second
+    store.abandon("k", first[0])  # late and stale: the newer claim is not touched
+    make_store.advance(3600)
+    assert store.run_once("k", op, "fp", recover=lookup)["error"] == "in_progress"
+    assert (op.calls, lookup.calls) == (2, 1)
+    store.abandon("k", second[0])
+    assert store.run_once("k", op, "fp", recover=lookup) == OK
+    assert (op.calls, lookup.calls) == (3, 2)
+
+
+def test_without_on_claim_an_unknown_claim_is_left_to_its_lease(make_store) -> None:
+    store, op = make_store(TINY_TTL), Op(UNKNOWN, OK)
+    assert store.run_once("k", op, "fp") == UNKNOWN  # nobody holds a token to give back
+    make_store.advance(LEASE_PASSES)
+    lookup = Lookup(None)
+    assert store.run_once("k", op, "fp", recover=lookup) == OK
+    assert (op.calls, lookup.calls) == (2, 1)
+
+
+def test_release_clears_a_live_claim(make_store) -> None:
+    store, op = make_store(), Op(UNKNOWN, OK)
+    assert store.run_once("k", op, "fp", on_claim=lambda token: None) == UNKNOWN
+    store.release("k")  # a person checked: it did not happen
+    assert store.run_once("k", op, "fp") == OK
+    assert op.calls == 2
 
 
 # --------------------------------------------------------------------------- threads
@@ -368,6 +489,51 @@ def test_approvals_compare_and_swap(make_store) -> None:
     assert store.get_approval("a1") == {"state": "settled"}
 
 
+def test_create_approval_inserts_only_if_absent(make_store) -> None:
+    store = make_store()
+    first = {"state": "pending", "tool": "send", "n": 1}
+    assert store.create_approval("a1", first) == first
+    assert store.create_approval("a1", {"state": "pending", "n": 2}) == first  # existing wins
+    assert store.update_approval("a1", "pending", {"state": "settled", "n": 3})
+    assert store.create_approval("a1", first) == {"state": "settled", "n": 3}
+    assert store.get_approval("a1") == {"state": "settled", "n": 3}
+
+
+def test_concurrent_create_approval_makes_one_record(make_store) -> None:
+    store, n = make_store(), 8
+    start = threading.Barrier(n, timeout=WAIT)
+    answers: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def opener(i: int) -> None:
+        start.wait()
+        record = store.create_approval("a1", {"state": "pending", "opener": i})
+        with lock:
+            answers.append(record)
+
+    threads = [threading.Thread(target=opener, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert len(answers) == n
+    assert all(a == answers[0] for a in answers)  # every opener sees the one winner
+    assert store.list_approvals() == [answers[0]]
+
+
+def test_list_approvals_in_creation_order_and_by_state(make_store) -> None:
+    store = make_store()
+    assert store.list_approvals() == []
+    for i in (3, 1, 2):
+        store.create_approval(f"a{i}", {"state": "pending", "i": i})
+    assert store.update_approval("a3", "pending", {"state": "settled", "i": 3})
+    assert [r["i"] for r in store.list_approvals()] == [3, 1, 2]  # an update keeps its place
+    assert [r["i"] for r in store.list_approvals("pending")] == [1, 2]
+    assert store.list_approvals("settled") == [{"state": "settled", "i": 3}]
+    store.list_approvals()[0]["i"] = 99  # copies
+    assert store.get_approval("a3") == {"state": "settled", "i": 3}
+
+
 @pytest.mark.parametrize("record", [{"no": "state"}, {"state": 1}, ["state"]])
 def test_approval_record_needs_a_state(make_store, record: Any) -> None:
     store = make_store()
@@ -417,8 +583,9 @@ def test_sqlite_closed_store_refuses_work(sqlite_path: Path) -> None:
     store.close()
     store.close()  # idempotent
     op = Op(OK)
-    with pytest.raises(sqlite3.ProgrammingError):
-        store.run_once("k", op)
+    assert store.run_once("k", op) == {"ok": False, "error": "busy", "retryable": True}
+    with pytest.raises(StoreError, match="closed"):
+        store.result("k")
     assert op.calls == 0
 
 
@@ -562,3 +729,176 @@ def test_a_reused_pid_is_told_apart_by_its_start_time(sqlite_path: Path) -> None
             conn.close()
         assert store.run_once("k", op, "fp", recover=lookup) == OK
     assert (op.calls, lookup.calls) == (2, 1)
+
+
+# --------------------------------------------------------------------------- memory: max_keys
+
+
+def test_memory_max_keys_evicts_the_oldest_completed_key() -> None:
+    store = IdempotencyStore(max_keys=2)
+    ops = {k: Op(OK) for k in ("k1", "k2", "k3")}
+    for k, op in ops.items():
+        assert store.run_once(k, op, "fp") == OK
+    assert store.result("k1") is None  # evicted: the oldest completed
+    assert store.run_once("k3", ops["k3"], "fp")["replayed"] is True
+    assert store.run_once("k2", ops["k2"], "fp")["replayed"] is True
+    assert store.run_once("k1", ops["k1"], "fp") == OK  # forgotten, so it runs again
+    assert [op.calls for op in ops.values()] == [2, 1, 1]
+
+
+def test_memory_max_keys_never_evicts_a_claim() -> None:
+    store = IdempotencyStore(max_keys=1)
+    held = Op(UNKNOWN)
+    assert store.run_once("held", held, "fp") == UNKNOWN
+    for i in range(5):
+        store.run_once(f"done-{i}", Op(OK), "fp")
+    again = Op(OK)
+    assert store.run_once("held", again, "fp")["error"] == "in_progress"
+    assert (held.calls, again.calls) == (1, 0)
+
+
+@pytest.mark.parametrize("max_keys", [0, -1, 1.5, "10"])
+def test_memory_max_keys_must_be_a_positive_int(max_keys: Any) -> None:
+    with pytest.raises(ValueError):
+        IdempotencyStore(max_keys=max_keys)
+
+
+# --------------------------------------------------------------------------- SQLite: failures
+
+
+BUSY = {"ok": False, "error": "busy", "retryable": True}
+
+
+@pytest.fixture
+def locked_db(sqlite_path: Path):
+    """A second connection that can hold the database's write lock."""
+    SQLiteIdempotencyStore(sqlite_path).close()
+    conn = sqlite3.connect(sqlite_path, isolation_level=None)
+    yield conn
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+    conn.close()
+
+
+def test_sqlite_locked_before_the_claim_is_busy_and_runs_nothing(
+    sqlite_path: Path, locked_db: sqlite3.Connection, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SQLiteIdempotencyStore(sqlite_path, busy_timeout_seconds=0.01)
+    op = Op(OK)
+    locked_db.execute("BEGIN IMMEDIATE")
+    with caplog.at_level("ERROR", logger="agentkit"):
+        assert store.run_once("k", op, "fp") == BUSY
+    assert op.calls == 0
+    assert str(sqlite_path) in caplog.text and "locked" in caplog.text
+    locked_db.execute("ROLLBACK")
+    assert store.run_once("k", op, "fp") == OK  # nothing was claimed: the key is free
+    assert op.calls == 1
+    store.close()
+
+
+def test_sqlite_failing_after_the_operation_ran_is_outcome_unknown(
+    sqlite_path: Path, locked_db: sqlite3.Connection, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SQLiteIdempotencyStore(sqlite_path, busy_timeout_seconds=0.01, clock=Clock())
+    calls = 0
+
+    def operation() -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        locked_db.execute("BEGIN IMMEDIATE")  # the store loses its database mid-call
+        return dict(OK)
+
+    with caplog.at_level("ERROR", logger="agentkit"):
+        assert store.run_once("k", operation, "fp") == UNKNOWN
+    assert calls == 1
+    assert str(sqlite_path) in caplog.text and "outcome unknown" in caplog.text
+    locked_db.execute("ROLLBACK")
+    # The write may have landed: nothing runs again without a lookup.
+    assert store.run_once("k", operation, "fp")["error"] in ("in_progress", "outcome_unknown")
+    assert calls == 1
+    store.close()
+
+
+def test_sqlite_other_methods_raise_store_error_naming_the_file(
+    sqlite_path: Path, locked_db: sqlite3.Connection
+) -> None:
+    store = SQLiteIdempotencyStore(sqlite_path, busy_timeout_seconds=0.01)
+    locked_db.execute("BEGIN EXCLUSIVE")
+    for call in (
+        lambda: store.create_approval("a1", {"state": "pending"}),
+        lambda: store.update_approval("a1", "pending", {"state": "settled"}),
+        lambda: store.abandon("k", "token"),
+        lambda: store.release("k"),
+    ):
+        with pytest.raises(StoreError, match="locked") as info:
+            call()
+        assert str(sqlite_path) in str(info.value)
+    store.close()
+
+
+@pytest.fixture
+def read_only():
+    """Make a file or folder read-only for this process, root included.
+
+    Root ignores permission bits, so as root the immutable attribute (``chattr +i``) is
+    what makes a path unwritable; it is cleared at the end so the folder can be removed.
+    """
+    made: list[Path] = []
+
+    def make(path: Path) -> None:
+        if os.geteuid() != 0:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        elif subprocess.run(["chattr", "+i", str(path)], check=False, capture_output=True).returncode:
+            pytest.skip("as root, read-only needs chattr +i, which is not available here")
+        made.append(path)
+        assert not os.access(path, os.W_OK)
+
+    yield make
+    for path in made:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+        else:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def test_sqlite_refuses_a_read_only_folder(tmp_path: Path, read_only) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    read_only(folder)
+    path = folder / "store.sqlite"
+    with pytest.raises(StoreError, match="read-only") as info:
+        SQLiteIdempotencyStore(path)
+    assert str(path) in str(info.value) and "folder" in str(info.value)
+    assert not path.exists()
+
+
+def test_sqlite_refuses_a_read_only_file(tmp_path: Path, read_only) -> None:
+    path = tmp_path / "store.sqlite"
+    SQLiteIdempotencyStore(path).close()
+    read_only(path)
+    with pytest.raises(StoreError, match="the file is read-only") as info:
+        SQLiteIdempotencyStore(path)
+    assert str(path) in str(info.value)
+
+
+def test_sqlite_refuses_a_folder_that_cannot_be_made(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    path = blocker / "sub" / "store.sqlite"
+    with pytest.raises(StoreError, match="cannot be created") as info:
+        SQLiteIdempotencyStore(path)
+    assert str(path) in str(info.value)
+
+
+def test_sqlite_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("these are my notes, not a database\n" * 200)
+    with pytest.raises(StoreError, match="not a usable SQLite database") as info:
+        SQLiteIdempotencyStore(path)
+    assert str(path) in str(info.value)
+    assert path.read_text().startswith("these are my notes")  # left as it was
+
+
+def test_sqlite_refuses_a_folder_given_as_the_file(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="is a folder"):
+        SQLiteIdempotencyStore(tmp_path)

@@ -1,6 +1,6 @@
 """Idempotency stores: how a write that may be asked for twice is done at most once.
 
-One algorithm, several backends (DESIGN §7, ``docs/design.md``):
+One algorithm, several backends (``docs/design.md#stores``):
 
 - :mod:`~agentkit.policy.stores.algorithm`: ``run_once`` and the approval records, written
   once over a small :class:`Transaction` interface (claims, takeover, recovery, decisions);
@@ -13,7 +13,7 @@ One algorithm, several backends (DESIGN §7, ``docs/design.md``):
 
 from __future__ import annotations
 
-from agentkit.policy.stores.algorithm import Claim, StoreBase, Transaction
+from agentkit.policy.stores.algorithm import Claim, StoreBase, StoreError, Transaction
 from agentkit.policy.stores.memory import IdempotencyStore
 from agentkit.policy.stores.sqlite import SQLiteIdempotencyStore
 
@@ -22,5 +22,6 @@ __all__ = [
     "IdempotencyStore",
     "SQLiteIdempotencyStore",
     "StoreBase",
+    "StoreError",
     "Transaction",
 ]

@@ -26,6 +26,25 @@ Smaller choices, each on the safe side
     and marked stale for the lookup to settle. An ok result that is not JSON-serialisable
     cannot be kept: the claim is kept (stale) and ``TypeError`` is raised.
 
+Live claims and tokens
+    A claim held by an attempt that is still running *in this process* is never stale,
+    whatever its lease says: a hung write may outlive any lease, and taking its key over
+    would start a second writer beside it. So every claim this process holds is registered
+    by its token while its operation runs; a caller that passes ``on_claim`` receives the
+    token and keeps the claim live after an ``outcome_unknown`` until it hands the token
+    back to ``abandon(key, token)`` (the runner does so when the hung attempt really
+    returns). ``abandon`` acts only on the claim with that token, never on a newer claim of
+    the same key. Other processes cannot see this registry: for them the owner probe and
+    the lease decide, which is why a lease must cover the owner's worst case.
+
+Store failures
+    A backend that cannot be reached or used raises :class:`StoreError` (the store's path
+    or address and the reason). ``run_once`` never lets it out: when the claim cannot be
+    taken it answers ``busy`` (nothing ran, safe to retry); when the store fails after the
+    operation ran it answers ``outcome_unknown`` (not retryable: the write may have landed),
+    and both are logged on the ``agentkit`` logger with the store and the reason. The other
+    methods raise ``StoreError`` for their caller to decide.
+
 Time
     Lease deadlines come from the transaction's clock (:meth:`Transaction.now`): the store's
     wall clock for memory and SQLite, the database's clock for PostgreSQL, so workers on
@@ -38,6 +57,7 @@ import dataclasses
 import json
 import logging
 import os
+import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -50,7 +70,7 @@ from agentkit.policy.stores.owner import this_host, this_process
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self needs Python 3.11
 
-__all__ = ["Claim", "Result", "StoreBase", "Transaction"]
+__all__ = ["Claim", "Result", "StoreBase", "StoreError", "Transaction"]
 
 logger = logging.getLogger("agentkit.policy.stores")
 
@@ -58,6 +78,44 @@ Result = dict[str, Any]
 
 _CLAIMED = "claimed"
 _TAKEN_OVER = "taken_over"
+
+
+class StoreError(Exception):
+    """The store's backend cannot be reached or used; the message names the store (its path,
+    or its address without a password) and the reason."""
+
+
+# Tokens of the claims whose operation is running in this process (see "Live claims").
+_live_lock = threading.Lock()
+_live_tokens: set[str] = set()
+
+
+def hold(token: str) -> None:
+    """Register a claim of this process as live: it is never stale while registered."""
+    with _live_lock:
+        _live_tokens.add(token)
+
+
+def let_go(token: str) -> None:
+    """The claim's attempt has returned: from now on its lease and owner decide."""
+    with _live_lock:
+        _live_tokens.discard(token)
+
+
+def is_live(token: str) -> bool:
+    with _live_lock:
+        return token in _live_tokens
+
+
+def _forget_live_claims() -> None:
+    # A forked child runs none of its parent's operations.
+    global _live_lock
+    _live_lock = threading.Lock()
+    _live_tokens.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_live_claims)
 
 
 @dataclass(frozen=True)
@@ -137,6 +195,10 @@ class StoreBase:
         """True when the claim's owner is provably gone; the memory store never knows."""
         return False
 
+    def describe(self) -> str:
+        """The store as logs and errors name it (a path, or an address without password)."""
+        return type(self).__name__
+
     # ---- public interface
 
     def run_once(
@@ -148,55 +210,83 @@ class StoreBase:
         recover: Callable[[], Result | None] | None = None,
         lease_seconds: float | None = None,
         full_sync: bool = False,
+        on_claim: Callable[[str], None] | None = None,
     ) -> Result:
-        """Run ``operation`` at most once per key (DESIGN §7, and this module's docstring).
+        """Run ``operation`` at most once per key (docs/design.md#stores; the module docstring).
 
         ``lease_seconds`` is the caller's worst case for one run (its timeout and then
         some): the claim is not presumed abandoned before it passes, even if it is longer
         than ``claim_ttl_seconds``. ``full_sync`` makes a durable store commit this call's
         claim and result durably, for writes that must not happen twice even across a
-        power cut.
+        power cut. ``on_claim`` is called with the claim's token once this call holds the
+        claim, before anything runs; a caller that takes the token keeps an
+        ``outcome_unknown`` claim live until it passes the token to :meth:`abandon`.
+
+        Never raises :class:`StoreError`: a store that fails before the claim gives
+        ``busy`` (nothing ran), one that fails after the operation ran ``outcome_unknown``.
         """
         if not isinstance(key, str):
             raise TypeError("key must be a str")
-        with self.transaction(write=False) as tx:  # fast path: a replay takes no write lock
-            stored = tx.result(key)
-        if stored is not None:
-            return self._replay(stored, fingerprint)
-
         ttl = max(self.claim_ttl_seconds, lease_seconds or 0.0)
-        with self.transaction(write=True, full_sync=full_sync) as tx:
-            decision = self._decide(tx, key, fingerprint, ttl, may_take_over=recover is not None)
+        try:
+            with self.transaction(write=False) as tx:  # fast path: a replay takes no write lock
+                stored = tx.result(key)
+            if stored is not None:
+                return self._replay(stored, fingerprint)
+            with self.transaction(write=True, full_sync=full_sync) as tx:
+                decision = self._decide(
+                    tx, key, fingerprint, ttl, may_take_over=recover is not None
+                )
+        except StoreError as exc:
+            logger.error("%s: could not claim key %r, nothing ran: %s", self.describe(), key, exc)
+            return failure(ErrorCode.BUSY)
         if isinstance(decision, dict):
             return decision
         kind, mine = decision
-        if kind == _TAKEN_OVER:
-            assert recover is not None
-            outcome = self._recover(key, mine, recover, full_sync)
-            if outcome is not None:
-                return outcome
-        return self._run(key, mine, operation, full_sync)
+        hold(mine.token)
+        keep_live = False
+        try:
+            if on_claim is not None:
+                try:
+                    on_claim(mine.token)
+                except BaseException:
+                    self._quietly(self._drop, key, mine, "the claim stays until its lease")
+                    raise
+            if kind == _TAKEN_OVER:
+                assert recover is not None
+                outcome = self._recover(key, mine, recover, full_sync)
+                if outcome is not None:
+                    return outcome
+            result = self._run(key, mine, operation, full_sync)
+            keep_live = on_claim is not None and _is_unknown(result) and is_live(mine.token)
+            return result
+        finally:
+            if not keep_live:
+                let_go(mine.token)
 
     def release(self, key: str) -> None:
         """Clear a claim, whoever holds it: a human's "I checked, it did not happen"."""
         with self.transaction(write=True) as tx:
             tx.lock(key)
+            claim = tx.claim(key)
             tx.delete_claim(key, None)
+        if claim is not None:
+            let_go(claim.token)
 
-    def abandon(self, key: str) -> None:
-        """Mark this process's claim on ``key`` stale now: its owner is running nothing more.
+    def abandon(self, key: str, token: str) -> None:
+        """Mark the claim with this ``token`` stale now: its attempt is running nothing more.
 
         The runner calls it when a write ended ``outcome_unknown`` and its attempt has really
         returned: the next caller then asks the status lookup at once, instead of being told
-        ``in_progress`` until a lease that nobody is using runs out. Claims held by another
-        process are left alone; their owner check and lease decide.
+        ``in_progress`` until a lease that nobody is using runs out. A newer claim on the
+        same key (another token) is left alone.
         """
-        pid, _ = this_process()
+        let_go(token)
         with self.transaction(write=True) as tx:
             tx.lock(key)
             claim = tx.claim(key)
-            if claim is not None and claim.host == self.host and claim.pid == pid:
-                tx.replace_claim(key, claim.token, dataclasses.replace(claim, lease_until=0.0))
+            if claim is not None and claim.token == token:
+                tx.replace_claim(key, token, dataclasses.replace(claim, lease_until=0.0))
 
     def result(self, key: str) -> Result | None:
         """The stored completed result (a fresh copy), or None."""
@@ -204,8 +294,22 @@ class StoreBase:
             stored = tx.result(key)
         return None if stored is None else _loads(stored[1])
 
+    def create_approval(self, approval_id: str, record: dict[str, Any]) -> dict[str, Any]:
+        """Insert the record unless one with this id exists; return the stored one (a copy).
+
+        One atomic insert-if-absent, committed durably in the durable stores: two processes
+        opening the same approval at once end up with one record.
+        """
+        text = record_text(record)
+        with self.transaction(write=True, full_sync=True) as tx:
+            tx.lock(approval_id)
+            existing = tx.approval(approval_id)
+            if existing is None:
+                tx.insert_approval(approval_id, record["state"], text)
+        return _loads(text if existing is None else existing)
+
     def put_approval(self, approval_id: str, record: dict[str, Any]) -> None:
-        """Insert or replace; committed durably in the durable stores."""
+        """Insert or replace; committed durably. Superseded by :meth:`create_approval`."""
         text = record_text(record)
         with self.transaction(write=True, full_sync=True) as tx:
             tx.lock(approval_id)
@@ -233,6 +337,13 @@ class StoreBase:
             tx.replace_approval(approval_id, record["state"], text)
             return True
 
+    def list_approvals(self, state: str | None = None) -> list[dict[str, Any]]:
+        """Every approval record in the store (of every process), in creation order;
+        only those in ``state`` when it is given."""
+        with self.transaction(write=False) as tx:
+            texts = tx.approvals(state)
+        return [_loads(text) for text in texts]
+
     def close(self) -> None:
         """Release resources; the memory store has none."""
 
@@ -253,6 +364,8 @@ class StoreBase:
         return result
 
     def _is_stale(self, claim: Claim, now: float) -> bool:
+        if is_live(claim.token):
+            return False  # its attempt is running in this process, whatever the lease says
         return claim.lease_until <= now or self.owner_gone(claim)
 
     def _decide(
@@ -292,18 +405,23 @@ class StoreBase:
             receipt = recover()
         except Exception:
             logger.warning("status lookup for key %r raised; outcome unknown", key, exc_info=True)
-            self._abandon(key, mine)
+            self._quietly(self._abandon, key, mine, "the claim keeps its lease")
             return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
         except BaseException:
-            self._abandon(key, mine)
+            self._quietly(self._abandon, key, mine, "the claim keeps its lease")
             raise
         if receipt is None:
             return None  # not done: the caller runs the operation under this claim
         if not is_ok(receipt):
-            self._abandon(key, mine)
+            self._quietly(self._abandon, key, mine, "the claim keeps its lease")
             return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
         assert isinstance(receipt, dict)
-        self._complete(key, mine, receipt, full_sync)
+        try:
+            self._complete(key, mine, receipt, full_sync)
+        except StoreError as exc:
+            # The lookup found the write done: say so; the next caller asks the lookup again.
+            logger.error("%s: could not record the receipt of key %r: %s",
+                         self.describe(), key, exc)
         return receipt
 
     def _run(
@@ -312,18 +430,26 @@ class StoreBase:
         try:
             result = operation()
         except Exception:
-            self._drop(key, mine)
+            self._quietly(self._drop, key, mine, "the claim stays until its lease")
             raise
         except BaseException:
             # Interrupted mid-write: the outcome is unknown, but nobody runs it any more.
-            self._abandon(key, mine)
+            self._quietly(self._abandon, key, mine, "the claim keeps its lease")
             raise
         if is_ok(result):
-            self._complete(key, mine, result, full_sync)
-        elif isinstance(result, dict) and result.get("error") == ErrorCode.OUTCOME_UNKNOWN:
+            try:
+                self._complete(key, mine, result, full_sync)
+            except StoreError as exc:
+                logger.error(
+                    "%s: key %r ran but its result could not be recorded, outcome unknown: %s",
+                    self.describe(), key, exc,
+                )
+                self._quietly(self._abandon, key, mine, "the claim keeps its lease")
+                return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
+        elif _is_unknown(result):
             pass  # it may still be running: the claim stays until its lease or owner ends
         else:
-            self._drop(key, mine)
+            self._quietly(self._drop, key, mine, "the claim stays until its lease")
             if not isinstance(result, dict):
                 raise TypeError(f"operation must return a dict, not {type(result).__name__}")
         return result
@@ -333,7 +459,8 @@ class StoreBase:
         try:
             text = canonical_json(result)
         except (TypeError, ValueError) as exc:
-            self._abandon(key, mine)  # it happened, but cannot be kept: let a lookup decide
+            # It happened, but cannot be kept: let a lookup decide.
+            self._quietly(self._abandon, key, mine, "the claim keeps its lease")
             raise TypeError("an ok result must be JSON-serialisable to be stored") from exc
         with self.transaction(write=True, full_sync=full_sync) as tx:
             tx.lock(key)
@@ -353,9 +480,24 @@ class StoreBase:
 
     def _abandon(self, key: str, mine: Claim) -> None:
         """Keep the claim but mark it stale at once, so the next caller asks the lookup."""
+        let_go(mine.token)
         with self.transaction(write=True) as tx:
             tx.lock(key)
             tx.replace_claim(key, mine.token, dataclasses.replace(mine, lease_until=0.0))
+
+    def _quietly(
+        self, step: Callable[[str, Claim], None], key: str, mine: Claim, consequence: str
+    ) -> None:
+        """Tidy a claim after the operation; a failing store is logged, never raised."""
+        try:
+            step(key, mine)
+        except StoreError as exc:
+            logger.error("%s: could not update the claim on key %r (%s): %s",
+                         self.describe(), key, consequence, exc)
+
+
+def _is_unknown(result: Any) -> bool:
+    return isinstance(result, dict) and result.get("error") == ErrorCode.OUTCOME_UNKNOWN
 
 
 def _loads(text: str) -> dict[str, Any]:

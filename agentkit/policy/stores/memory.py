@@ -1,8 +1,16 @@
 """The in-memory store: a lock and three dicts behind the shared algorithm.
 
 For one process that may forget everything when it ends (a notebook, a test, a short task).
-A claim is stale only when its lease passes: a worker thread that died is not visible from
-here, and the lease covers it.
+A claim is stale only when its lease passes (and never while its attempt still runs here):
+a worker thread that died is not visible from here, and the lease covers it.
+
+Bounded memory (``max_keys``)
+    By default every completed key is kept for the life of the store, so a long-running
+    process grows with the keys it has seen. ``max_keys=N`` keeps at most N completed
+    results and evicts the *oldest completed* first: an evicted key that is asked for again
+    runs again, so choose N larger than any window in which a retry can arrive. Claims are
+    never evicted (they are what keeps a running write from running twice) and neither are
+    approval records (a person may still decide them).
 """
 
 from __future__ import annotations
@@ -57,7 +65,11 @@ class MemoryTransaction:
         return True
 
     def insert_result(self, key: str, fingerprint: str | None, text: str) -> None:
-        self._s._results[key] = (fingerprint, text)
+        results = self._s._results
+        results[key] = (fingerprint, text)
+        limit = self._s.max_keys
+        while limit is not None and len(results) > limit:
+            del results[next(iter(results))]  # the oldest completed key
 
     def approval(self, approval_id: str) -> str | None:
         found = self._s._approvals.get(approval_id)
@@ -76,14 +88,22 @@ class MemoryTransaction:
 class IdempotencyStore(StoreBase):
     """In memory and thread safe: for one process that may forget everything when it ends.
 
-    A claim is stale only when its lease passes: a worker thread that died is not visible
-    from here, and the lease covers it.
+    ``max_keys`` bounds the completed results kept (oldest completed evicted first; claims
+    and approvals never). ``clock`` (seconds, default ``time.time``) times the leases; tests
+    inject one.
     """
 
     def __init__(
-        self, claim_ttl_seconds: float = 300, *, clock: Callable[[], float] = time.time
+        self,
+        claim_ttl_seconds: float = 300,
+        *,
+        max_keys: int | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(claim_ttl_seconds)
+        if max_keys is not None and (not isinstance(max_keys, int) or max_keys < 1):
+            raise ValueError("max_keys must be a positive int or None")
+        self.max_keys = max_keys
         self.clock = clock
         self._lock = threading.Lock()
         self._results: dict[str, tuple[str | None, str]] = {}
@@ -96,4 +116,5 @@ class IdempotencyStore(StoreBase):
             yield MemoryTransaction(self)
 
     def __repr__(self) -> str:
-        return f"IdempotencyStore(claim_ttl_seconds={self.claim_ttl_seconds:g})"
+        extra = "" if self.max_keys is None else f", max_keys={self.max_keys}"
+        return f"IdempotencyStore(claim_ttl_seconds={self.claim_ttl_seconds:g}{extra})"

@@ -20,6 +20,14 @@ SQLite concurrency
     a result or a result still claimed. Connections are pooled per store and never used by
     two threads at once; a busy database is waited for up to ``busy_timeout`` (10 s).
 
+Failures
+    Every ``sqlite3`` error (a lock held past ``busy_timeout``, a corrupt or read-only file,
+    a full disk) comes out as :class:`~agentkit.policy.stores.algorithm.StoreError` naming
+    the file and the reason, and ``run_once`` turns it into ``busy`` or ``outcome_unknown``.
+    Opening a store on a path it cannot use fails at once, with one error saying what is
+    wrong: a folder that does not exist and cannot be made, a read-only folder or file, a
+    folder where the file should be, a file that is not an SQLite database.
+
 Owners
     A claim's owner (host, pid, start time; see :mod:`~agentkit.policy.stores.owner`) lets
     a claim left by a killed process be recovered at once instead of after its lease.
@@ -38,7 +46,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from agentkit.policy.stores.algorithm import Claim, StoreBase
+from agentkit.policy.stores.algorithm import Claim, StoreBase, StoreError
 from agentkit.policy.stores.owner import owner_gone
 
 __all__ = ["BUSY_TIMEOUT_SECONDS", "SQLiteIdempotencyStore", "SQLiteTransaction"]
@@ -160,15 +168,37 @@ class SQLiteTransaction:
         return [str(row[0]) for row in rows]
 
 
-def _is_locked(exc: sqlite3.OperationalError) -> bool:
+def _is_locked(exc: sqlite3.Error) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+def _check_path(path: str) -> None:
+    """Refuse, with one clear reason, a path where SQLite could not keep a store."""
+    if os.path.isdir(path):
+        raise StoreError(f"{path}: is a folder; give the path of a database file inside it")
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(
+            f"{path}: its folder {folder} does not exist and cannot be created"
+            f" ({exc.strerror or exc})"
+        ) from exc
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise StoreError(
+            f"{path}: the folder {folder} is read-only (SQLite writes its journal files"
+            " beside the database)"
+        )
+    if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
+        raise StoreError(f"{path}: the file is read-only (the store writes every claim)")
 
 
 class SQLiteIdempotencyStore(StoreBase):
     """Durable across restarts, safe between threads and between processes on one machine.
 
-    Not for a network file system: SQLite's locks (and WAL's shared memory) need one
+    ``busy_timeout_seconds`` bounds the wait for another writer (then the call is ``busy``);
+    ``clock`` (default ``time.time``) times the leases. Not for a network file system: SQLite's locks (and WAL's shared memory) need one
     machine's kernel, and the owner checks need to see the owner's processes.
     """
 
@@ -177,14 +207,18 @@ class SQLiteIdempotencyStore(StoreBase):
         path: str | os.PathLike[str],
         claim_ttl_seconds: float = 300,
         *,
+        busy_timeout_seconds: float = BUSY_TIMEOUT_SECONDS,
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(claim_ttl_seconds)
         self.path = os.fspath(path)
         self.clock = clock
+        self.busy_timeout_seconds = float(busy_timeout_seconds)
         if self.path in ("", ":memory:"):
             raise ValueError("a durable store needs a file path; use IdempotencyStore in memory")
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        if not self.busy_timeout_seconds >= 0:
+            raise ValueError("busy_timeout_seconds must be >= 0")
+        _check_path(self.path)
         self._pool_lock = threading.Lock()
         self._idle: list[sqlite3.Connection] = []
         self._inherited: list[sqlite3.Connection] = []
@@ -193,21 +227,42 @@ class SQLiteIdempotencyStore(StoreBase):
         conn = self._connect()
         try:
             self._setup(conn)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreError(f"{self.path}: not a usable SQLite database ({exc})") from exc
         except BaseException:
             conn.close()
             raise
         self._idle.append(conn)
 
+    def describe(self) -> str:
+        return f"SQLite store {self.path}"
+
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            self.path,
-            timeout=BUSY_TIMEOUT_SECONDS,
-            isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
-            check_same_thread=False,  # pooled: one thread at a time, maybe not the creator
-        )
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
-        conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self.busy_timeout_seconds,
+                isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
+                check_same_thread=False,  # pooled: one thread at a time, maybe not the creator
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot open the database ({exc})") from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_seconds * 1000)}")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.Error as exc:
+            conn.close()
+            if _is_locked(exc):
+                raise StoreError(f"{self.path}: {self._reason(exc)}") from exc
+            raise StoreError(f"{self.path}: not a usable SQLite database ({exc})") from exc
         return conn
+
+    def _reason(self, exc: sqlite3.Error) -> str:
+        if _is_locked(exc):
+            return (f"{exc} (another connection held the write lock for more than"
+                    f" busy_timeout, {self.busy_timeout_seconds:g} s)")
+        return str(exc)
 
     def _setup(self, conn: sqlite3.Connection) -> None:
         """WAL and tables; retried because processes opening a new file at once may deadlock.
@@ -215,7 +270,7 @@ class SQLiteIdempotencyStore(StoreBase):
         Switching to WAL needs an exclusive lock, and SQLite answers "locked" at once,
         without waiting, when two connections would otherwise wait for each other.
         """
-        deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+        deadline = time.monotonic() + self.busy_timeout_seconds
         while True:
             try:
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -243,7 +298,7 @@ class SQLiteIdempotencyStore(StoreBase):
     def _checkout(self) -> sqlite3.Connection:
         with self._pool_lock:
             if self._closed:
-                raise sqlite3.ProgrammingError("Cannot operate on a closed store.")
+                raise StoreError(f"{self.path}: the store is closed")
             if self._pid != os.getpid():
                 # A forked child must not use (or close) its parent's connections.
                 self._inherited.extend(self._idle)
@@ -265,14 +320,19 @@ class SQLiteIdempotencyStore(StoreBase):
         """A write is one BEGIN IMMEDIATE transaction; a read is a single autocommit SELECT."""
         conn = self._checkout()
         full_sync = write and full_sync
+        healthy = True
         try:
-            if full_sync:
-                conn.execute("PRAGMA synchronous = FULL")
-            if write:
-                conn.execute("BEGIN IMMEDIATE")
-            yield SQLiteTransaction(conn, self.clock)
-            if write:
-                conn.execute("COMMIT")
+            try:
+                if full_sync:
+                    conn.execute("PRAGMA synchronous = FULL")
+                if write:
+                    conn.execute("BEGIN IMMEDIATE")
+                yield SQLiteTransaction(conn, self.clock)
+                if write:
+                    conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                healthy = _is_locked(exc)  # a lock timeout leaves the connection usable
+                raise StoreError(f"{self.path}: {self._reason(exc)}") from exc
         finally:
             try:
                 if conn.in_transaction:
@@ -280,10 +340,8 @@ class SQLiteIdempotencyStore(StoreBase):
                 if full_sync:
                     conn.execute("PRAGMA synchronous = NORMAL")
             except sqlite3.Error:
-                # Do not mask the error already propagating; just never reuse this connection.
-                self._checkin(conn, healthy=False)
-            else:
-                self._checkin(conn, healthy=True)
+                healthy = False  # do not mask the error propagating; never reuse it
+            self._checkin(conn, healthy=healthy)
 
     # ---- staleness
 
