@@ -40,7 +40,7 @@ from agentkit.boundary.spec import Effect, ToolSpec
 from agentkit.policy.approvals import EXPIRED, PENDING, RUNNING, SETTLED, Approvals
 from agentkit.policy.backoff import Backoff
 from agentkit.policy.budget import Budget
-from agentkit.policy.stores import IdempotencyStore
+from agentkit.policy.stores import IdempotencyStore, StoreError
 from agentkit.policy.trace import Trace, TraceRecord
 
 log = logging.getLogger("agentkit")
@@ -58,6 +58,7 @@ class _Call:
     entry: RegisteredTool
     arguments: dict[str, Any]
     key: str = ""  # the idempotency key, for writes
+    token: str = ""  # the store's claim on the key, while this call holds it
     number: int = 0  # steps that tried to run the handler (busy ones included)
     attempts: int = 0  # handler attempts that really started
 
@@ -290,6 +291,7 @@ class ToolRunner:
             self._fingerprint(call),
             recover=self._recoverer(call),
             lease_seconds=self._lease(call),
+            on_claim=lambda token: setattr(call, "token", token),
         )
         replayed = bool(result.get("replayed"))
         if replayed or (call.number == 0 and not result["ok"]):
@@ -335,8 +337,17 @@ class ToolRunner:
         """End a write as ``outcome_unknown``. The key's claim stays (nothing may rewrite
         blindly), and goes stale the moment our attempt has really returned, so that the
         next caller asks the status lookup instead of hearing ``in_progress`` for a lease."""
-        attempt.add_done_callback(lambda: self.store.abandon(call.key))
+        key, token = call.key, call.token
+        attempt.add_done_callback(lambda: self._abandon(key, token))
         return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
+
+    def _abandon(self, key: str, token: str) -> None:
+        """Our late attempt returned: its claim (that token only) may be recovered now."""
+        try:
+            self.store.abandon(key, token)
+        except StoreError as exc:
+            # The claim keeps its lease; the next caller waits it out, then asks the lookup.
+            log.error("could not mark the claim on key %r stale: %s", key, exc)
 
     def _lookup(self, call: _Call) -> tuple[str, dict[str, Any] | None]:
         """Ask the tool whether the write took effect: ``done`` (with the receipt as an ok
