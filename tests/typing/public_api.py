@@ -12,6 +12,7 @@ while a name of ``__all__`` does not appear in this file.
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from agentkit import (
     ToolRegistry,
     ToolRunner,
     ToolSpec,
+    ainvoke_tool,
     invoke_tool,
     set_testing,
 )
@@ -52,6 +54,8 @@ def build_registry() -> ToolRegistry:
         required_scopes=frozenset({"notes:read"}),
     )
     assert_type(registry.register(spec), ToolSpec)
+    registry.register(ToolSpec("search_notes", "Search the notes (async).", Effect.READ,
+                               1.0, 1, 2_000, search_notes))
     assert_type(registry.get("search"), ToolSpec | None)
     assert_type(registry.names(), list[str])
     assert_type(registry.describe("openai"), list[dict[str, Any]])
@@ -62,6 +66,24 @@ def build_registry() -> ToolRegistry:
         assert_type(registered.effect, Effect)
         assert_type(registered.effect.is_write, bool)
     return registry
+
+
+async def search_notes(query: str) -> list[str]:
+    """A coroutine handler: the same registry serves sync and async callers."""
+    await asyncio.sleep(0)
+    return [query]
+
+
+async def use_the_async_api(
+    registry: ToolRegistry, runner: ToolRunner, context: CallContext
+) -> None:
+    result = await ainvoke_tool(registry, "search_notes", {"query": "async"}, context)
+    assert_type(result, dict[str, Any])
+    assert result["ok"] is True
+    answer = await runner.acall("search", {"query": "async"})
+    assert_type(answer, dict[str, Any])
+    assert_type(await runner.aapprove("no-such-approval"), dict[str, Any])
+    assert_type(await runner.adeny("no-such-approval"), dict[str, Any])
 
 
 def use_the_api() -> None:
@@ -89,6 +111,7 @@ def use_the_api() -> None:
         assert_type(runner.approve("no-such-approval"), dict[str, Any])
         assert_type(runner.deny("no-such-approval"), dict[str, Any])
         assert_type(runner.trace.call_counts(), dict[str, int])
+        asyncio.run(use_the_async_api(registry, runner, context))
 
         memory = IdempotencyStore(claim_ttl_seconds=60)
         first = memory.run_once("k1", lambda: {"ok": True, "result": 1})

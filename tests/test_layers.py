@@ -1,0 +1,245 @@
+"""docs/design.md#layers enforced: each layer imports only the layers below it, no private
+name crosses a module, and ``import agentkit`` (or one of its two lower layers) stays light.
+
+Every ``import`` statement of every module under ``agentkit/`` counts, wherever it stands: at
+module level, inside a function (a lazy import is still a dependency), and inside an
+``if TYPE_CHECKING:`` block. Type-only imports count because a type in a signature is part
+of the module's contract: a faces module may name a policy type, but a boundary function
+whose signature names a demo type has made the boundary depend on the demo, whether or not
+the import runs. The top-level ``agentkit/__init__.py`` and ``__main__.py`` are exempt: they
+are the façade over all layers.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import agentkit
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "agentkit"
+#: Lowest first: a module may import its own layer and those before it in this list.
+LAYERS = ("boundary", "policy", "demo", "faces")
+FACADE = {PACKAGE / "__init__.py", PACKAGE / "__main__.py"}
+#: What the boundary and policy must not load at import time (docs/design.md#layers).
+HEAVY = ("pandas", "ipywidgets", "matplotlib", "mcp", "psycopg")
+
+
+@dataclass(frozen=True)
+class Violation:
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> int | None:
+    """The rank of ``module``'s layer; None outside the layers. The façade ``agentkit`` itself
+    ranks above every layer: a layer that imports it imports all of them."""
+    parts = module.split(".")
+    if parts[0] != "agentkit":
+        return None
+    if len(parts) == 1:
+        return len(LAYERS)
+    return LAYERS.index(parts[1]) if parts[1] in LAYERS else None
+
+
+def is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def is_module(dotted: str) -> bool:
+    """Whether ``dotted`` names a module or package of agentkit (found on disk, not imported)."""
+    relative = Path(*dotted.split("."))
+    return (ROOT / relative).with_suffix(".py").is_file() or (ROOT / relative / "__init__.py").is_file()
+
+
+def resolve(node: ast.ImportFrom, importer: str, is_package: bool) -> str:
+    if not node.level:
+        return node.module or ""
+    base = importer.split(".")
+    if not is_package:
+        base.pop()
+    if node.level > 1:
+        base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def check_source(source: str, importer: str, *, is_package: bool = False) -> list[Violation]:
+    """The §10 violations in one module's source: upward imports, private names imported
+    from another module, and private attributes read from an imported agentkit module."""
+    rank = layer_of(importer)
+    tree = ast.parse(source)
+    found: list[Violation] = []
+    module_aliases: dict[str, str] = {}  # local name -> agentkit module it is bound to
+
+    def check_target(target: str, line: int) -> None:
+        target_rank = layer_of(target)
+        if rank is not None and target_rank is not None and target_rank > rank:
+            above = LAYERS[target_rank] if target_rank < len(LAYERS) else "the agentkit façade"
+            found.append(Violation(line, f"{importer} ({LAYERS[rank]}) imports {target} ({above})"))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                check_target(alias.name, node.lineno)
+                last = alias.name.rsplit(".", 1)[-1]
+                if is_private(last) and alias.name.startswith("agentkit."):
+                    found.append(Violation(node.lineno, f"imports the private module {alias.name}"))
+                if alias.name.startswith("agentkit"):
+                    if alias.asname:
+                        module_aliases[alias.asname] = alias.name
+                    elif "." not in alias.name:
+                        module_aliases[alias.name] = alias.name
+        elif isinstance(node, ast.ImportFrom):
+            source_module = resolve(node, importer, is_package)
+            if not source_module.startswith("agentkit"):
+                continue
+            check_target(source_module, node.lineno)
+            for alias in node.names:
+                full = f"{source_module}.{alias.name}"
+                if is_module(full):
+                    check_target(full, node.lineno)
+                    module_aliases[alias.asname or alias.name] = full
+                if is_private(alias.name) and source_module != importer:
+                    found.append(Violation(
+                        node.lineno, f"imports the private name {alias.name} from {source_module}"))
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in module_aliases and is_private(node.attr)
+                and module_aliases[node.value.id] != importer):
+            found.append(Violation(
+                node.lineno,
+                f"reads the private name {node.attr} of {module_aliases[node.value.id]}"))
+    return sorted(found, key=lambda v: v.line)
+
+
+def package_modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if p not in FACADE)
+
+
+# ---------------------------------------------------------------- the checker catches what it must
+
+
+@pytest.mark.parametrize(("importer", "source", "expected"), [
+    ("agentkit.boundary.invoke", "from agentkit.policy.runner import ToolRunner\n",
+     "agentkit.boundary.invoke (boundary) imports agentkit.policy.runner (policy)"),
+    ("agentkit.policy.trace", "def f():\n    import agentkit.faces.timeline\n",
+     "agentkit.policy.trace (policy) imports agentkit.faces.timeline (faces)"),
+    ("agentkit.demo.agent",
+     "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from agentkit.faces import widgets\n",
+     "agentkit.demo.agent (demo) imports agentkit.faces (faces)"),
+    ("agentkit.boundary.spec", "from agentkit import ToolRunner\n",
+     "agentkit.boundary.spec (boundary) imports agentkit (the agentkit façade)"),
+    ("agentkit.policy.runner", "from agentkit import demo\n",
+     "agentkit.policy.runner (policy) imports agentkit.demo (demo)"),
+    ("agentkit.policy.runner", "from agentkit.boundary.invoke import _pipeline\n",
+     "imports the private name _pipeline from agentkit.boundary.invoke"),
+    ("agentkit.demo.matrix", "import agentkit.boundary.concurrency as c\nc._POOL.submit(f)\n",
+     "reads the private name _POOL of agentkit.boundary.concurrency"),
+    ("agentkit.policy.stores.memory", "from .algorithm import _helper\n",
+     "imports the private name _helper from agentkit.policy.stores.algorithm"),
+    ("agentkit.policy.stores.memory", "from ...demo import faults\n",
+     "agentkit.policy.stores.memory (policy) imports agentkit.demo (demo)"),
+])
+def test_the_checker_finds_a_bad_import(importer, source, expected):
+    messages = [v.message for v in check_source(source, importer)]
+    assert expected in messages
+
+
+@pytest.mark.parametrize(("importer", "source"), [
+    ("agentkit.faces.widgets", "from agentkit.policy.runner import ToolRunner\n"),
+    ("agentkit.faces.timeline",
+     "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from agentkit.policy.trace import TraceRecord\n"),
+    ("agentkit.demo.tools", "from agentkit.boundary.spec import Effect, ToolSpec\nimport json\n"),
+    ("agentkit.policy.runner", "from agentkit.policy.budget import Budget\n"),
+    ("agentkit.boundary.invoke", "def _own():\n    pass\n_own()\nfrom __future__ import annotations\n"),
+    ("agentkit.boundary.invoke", "import os\nos._exit\n"),  # not an agentkit module
+])
+def test_the_checker_allows_a_good_import(importer, source):
+    assert check_source(source, importer) == []
+
+
+def test_every_package_module_is_checked():
+    modules = {module_name(p) for p in package_modules()}
+    for expected in ("agentkit.boundary.invoke", "agentkit.policy.runner",
+                     "agentkit.policy.stores", "agentkit.demo.matrix", "agentkit.faces.cli"):
+        assert expected in modules
+    assert all(layer_of(m) is not None and layer_of(m) < len(LAYERS) for m in modules)
+
+
+# ---------------------------------------------------------------- the package itself
+
+
+@pytest.mark.parametrize("path", package_modules(), ids=lambda p: module_name(p))
+def test_module_respects_the_layers(path):
+    violations = check_source(path.read_text(encoding="utf-8"), module_name(path),
+                              is_package=path.name == "__init__.py")
+    assert not violations, "\n".join(map(str, violations))
+
+
+@pytest.mark.parametrize("modules", [
+    ["agentkit"], ["agentkit.boundary"], ["agentkit.policy"],
+    ["agentkit.boundary", "agentkit.policy", "agentkit"],
+])
+def test_import_loads_no_heavy_dependency(modules):
+    code = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        f"heavy = {list(HEAVY)!r}\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_light_import_check_sees_a_heavy_module():
+    """The probe above is not vacuous: importing the faces' widgets does load ipywidgets."""
+    pytest.importorskip("ipywidgets")
+    code = ("import sys, agentkit.faces.widgets\n"
+            "print('ipywidgets' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    assert out.stdout.strip() == "True"
+
+
+# ---------------------------------------------------------------- the typing test stays in step
+
+
+TYPING_TEST = ROOT / "tests" / "typing" / "public_api.py"
+
+
+def test_typing_test_uses_every_public_name():
+    tree = ast.parse(TYPING_TEST.read_text(encoding="utf-8"))
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    used |= {n.attr for n in ast.walk(tree)
+             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+             and n.value.id == "agentkit"}
+    missing = sorted(set(agentkit.__all__) - used)
+    assert not missing, f"tests/typing/public_api.py does not use {missing}"
+
+
+def test_typing_test_runs():
+    """What mypy checks in ``make typecheck`` also runs: the file is a working program."""
+    spec = importlib.util.spec_from_file_location("agentkit_typing_public_api", TYPING_TEST)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.use_the_api()
