@@ -1,5 +1,6 @@
-"""The async path (DESIGN §3): ``ainvoke_tool`` and ``ToolRunner.acall`` give the same results
-as the sync path, for every row of the failure matrix, with real handler call counts.
+"""The async path (docs/design.md#async-path): ``ainvoke_tool`` and ``ToolRunner.acall`` give
+the same results as the sync path, for every row of the failure matrix, with real handler
+call counts.
 
 Two matrices run here through both paths:
 
@@ -197,7 +198,7 @@ def play_async_row(row: str, effect: str, path: Path_) -> tuple[list[dict[str, A
     return seen, tools
 
 
-#: row -> effect -> (what the model sees last, real handler calls). DESIGN §8.
+#: row -> effect -> (what the model sees last, real handler calls): docs/design.md#failure-matrix.
 ASYNC_MATRIX: dict[str, dict[str, tuple[str, int]]] = {
     "missing_argument": {"read": ("invalid_arguments", 0), "reversible_write": ("invalid_arguments", 0),
                          "irreversible_write": ("invalid_arguments", 0)},

@@ -1,4 +1,5 @@
-"""invoke_tool: every stable error code of DESIGN §5, each with the handler's real call count."""
+"""invoke_tool: every stable error code (docs/design.md#error-codes), each with the handler's
+real call count."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The boundary's contract points of issue 10 (DESIGN §4, §5): what reaches the handler, what
-the model is told about bad input, and how policies fail closed. Real handler calls counted."""
+"""The boundary's contract points of issue 10 (docs/design.md#result-shape, #error-codes):
+what reaches the handler, what the model is told about bad input, how policies fail closed.
+Real handler calls counted."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The failure matrix (DESIGN §8): every row of data/failure_matrix.csv passes, a wrong
+"""The failure matrix (docs/design.md#failure-matrix): every row of data/failure_matrix.csv passes, a wrong
 expectation is reported as a mismatch, and single cells show what really happened."""
 
 from __future__ import annotations
@@ -243,7 +243,7 @@ def test_observe_words():
 
 
 # ------------------------------------------------------------------ beyond the table: the runner's
-# other reversible-write paths (DESIGN §6), on the same benches
+# other reversible-write paths (docs/design.md#runner-policy), on the same benches
 
 
 def test_disconnect_before_the_write_asks_then_retries_with_the_same_key():

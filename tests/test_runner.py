@@ -1,4 +1,4 @@
-"""ToolRunner: the policy of each effect (DESIGN §6), counted in real handler calls."""
+"""ToolRunner: the policy of each effect (docs/design.md#runner-policy), counted in real handler calls."""
 
 from __future__ import annotations
 

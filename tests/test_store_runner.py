@@ -1,5 +1,5 @@
-"""The runner over its store (DESIGN §6-§7): live claims and store failures, through
-ToolRunner.call, counting the handler's real runs."""
+"""The runner over its store (docs/design.md#runner-policy, #store-failures): live claims
+and store failures, through ToolRunner.call, counting the handler's real runs."""
 
 from __future__ import annotations
 

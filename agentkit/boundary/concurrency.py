@@ -11,7 +11,7 @@ handler keeps its slot until it really returns, so a stuck dependency cannot be 
 new calls while the old ones still hang.
 
 Coroutine handlers (``async def``) are served too, so one registry answers sync and async
-callers alike (DESIGN §3):
+callers alike (docs/design.md#async-path):
 
 - from the sync path, a coroutine handler runs to completion on its worker thread's own event
   loop (a fresh one per attempt, closed afterwards, as ``asyncio.run`` does), under the same

@@ -13,7 +13,7 @@ from typing import Any
 
 
 class ErrorCode(str, enum.Enum):
-    """The stable error codes of DESIGN §5. Values are what the model sees."""
+    """The stable error codes (docs/design.md#error-codes). Values are what the model sees."""
 
     UNKNOWN_TOOL = "unknown_tool"
     INVALID_ARGUMENTS = "invalid_arguments"

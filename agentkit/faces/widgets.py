@@ -118,8 +118,8 @@ class FailureExplorer(_Panel):
 
     ``failures`` and ``effects`` restrict the choices (ids, in the matrix's order); by default
     every failure of the matrix CSV and all three effects are offered. A pair that is not a
-    cell of the matrix (DESIGN §8 "—", such as *same write repeated* × *read*) shows why
-    instead of running.
+    cell of the matrix ("cannot happen" in docs/design.md#failure-matrix, such as *same write
+    repeated* × *read*) shows why instead of running.
     """
 
     def __init__(self, failures: Iterable[str] | None = None, effects: Iterable[str] | None = None) -> None:
