@@ -1,4 +1,4 @@
-"""The exercises of notebook 06: every check against a right answer, wrong ones, the placeholder.
+"""The exercises of notebooks 06 and 07: every check against a right answer, wrong ones, the placeholder.
 
 A check must judge behaviour (so two differently written right answers both pass), explain a
 wrong answer by what it did, never raise, and print the same text on every run.
@@ -21,12 +21,15 @@ from agentkit.faces.exercises import (
     q3,
     q4,
     q5,
+    q6,
+    q7,
     report_registry,
     save_draft,
 )
 
-EXERCISES = [q1, q2, q3, q4, q5]
-ANSWER_NAMES = {1: "draft_status", 2: "effects", 3: "brief_key", 4: "session_pattern", 5: "search_limits"}
+EXERCISES = [q1, q2, q3, q4, q5, q6, q7]
+ANSWER_NAMES = {1: "draft_status", 2: "effects", 3: "brief_key", 4: "session_pattern", 5: "search_limits",
+                6: "reminder", 7: "predicted_failures"}
 
 
 def solution_answer(exercise):
@@ -297,3 +300,91 @@ def test_q5_right_limits_report_what_happened(capsys):
         "Correct: two drops then an answer: ok after 3 handler calls; a search that is down "
         "gives up after 4 calls; a hang holds the agent at most 4 × 2.5 s = 10 s.\n"
     )
+
+
+# ---------------------------------------------------------------- q6: your own tool, audited
+
+
+def reminder_parts(**changes):
+    parts = dict(solution_answer(q6))
+    parts.update(changes)
+    return parts
+
+
+def test_q6_stubs_are_not_attempted(capsys):
+    returned, out = verdict(capsys, q6, {"effect": None, "idempotency_key": not_implemented,
+                                         "status_lookup": not_implemented})
+    assert returned is False and out.startswith("Not attempted yet: fill in the three parts")
+
+
+def test_q6_another_right_answer_passes(capsys):
+    def status(reminders, reminder_id, when, text):
+        saved = reminders.get(reminder_id) or {}
+        if (saved.get("when"), saved.get("text")) == (when, text):
+            return {"reminder_id": reminder_id, "when": when, "set": True}
+        return None
+
+    key = lambda context, a: "|".join([context.task_id, "reminder", a["reminder_id"]])  # noqa: E731
+    assert verdict(capsys, q6, reminder_parts(status_lookup=status, idempotency_key=key))[0] is True
+
+
+def test_q6_wrong_levels_are_explained(capsys):
+    returned, out = verdict(capsys, q6, reminder_parts(effect="read"))
+    assert returned is False and "retried blindly" in out
+    returned, out = verdict(capsys, q6, reminder_parts(effect="irreversible_write"))
+    assert returned is False and "waits for a person" in out
+
+
+def test_q6_a_key_made_of_the_text_fails_exactly_the_changed_payload_row(capsys):
+    key = lambda context, a: f"{context.task_id}:{a['reminder_id']}:{a['text']}"  # noqa: E731
+    returned, out = verdict(capsys, q6, reminder_parts(idempotency_key=key))
+    assert returned is False
+    assert out.splitlines()[0] == "Incorrect: 1 of 10 rows of the audit fail:"
+    assert out.splitlines()[1].startswith(
+        "  - same_key_other_payload: the model saw ok after 2 handler call(s); the other payload got another key")
+
+
+def test_q6_a_lookup_that_never_finds_the_write_fails_the_doubt_rows(capsys):
+    returned, out = verdict(capsys, q6, reminder_parts(status_lookup=lambda *a: None))
+    assert returned is False
+    failed = [line.split(":")[0].strip(" -") for line in out.splitlines()[1:]]
+    assert failed == ["transient_disconnect", "timeout_outcome_unknown", "process_killed_mid_write"]
+    assert "the model saw ok after 2 handler call(s)" in out  # written twice, counted
+
+
+def test_q6_a_lookup_that_raises_is_reported(capsys):
+    def broken(reminders, reminder_id, when, text):
+        raise KeyError(reminder_id)
+
+    returned, out = verdict(capsys, q6, reminder_parts(status_lookup=broken))
+    assert returned is False and out == (
+        "Incorrect: called once with nothing set, your key or lookup raised KeyError: 'rem-1'.\n")
+
+
+# ---------------------------------------------------------------- q7: read an audit
+
+
+def test_q7_a_partial_prediction_names_each_missed_row_with_its_real_count(capsys):
+    returned, out = verdict(capsys, q7, {"same_write_repeated"})
+    assert returned is False
+    assert out.splitlines() == [
+        "Incorrect: 7 of 10 rows predicted right:",
+        "  - same_key_other_payload fails too: the model saw ok after 2 handler call(s); the write ran 2 "
+        "times: the key changed between two identical calls (a clock, a counter or randomness in it), so "
+        "the runner never recognised the intent.",
+        "  - process_killed_mid_write fails too: the model saw ok after 2 handler call(s); the write ran 2 "
+        "times: the key changed between two identical calls (a clock, a counter or randomness in it), so "
+        "the runner never recognised the intent.",
+        "  - disconnect_before_write fails too: the model saw ok after 1 handler call(s); this payload was "
+        "never written, but the status lookup said done: it must compare what is saved with what was "
+        "asked, not only check that the id exists.",
+    ]
+
+
+def test_q7_a_row_that_passes_is_named_and_unknown_rows_refused(capsys):
+    right = solution_answer(q7)
+    returned, out = verdict(capsys, q7, right | {"transient_disconnect"})
+    assert returned is False and "transient_disconnect passes: ok after 1 handler call(s)" in out
+    returned, out = verdict(capsys, q7, ["write_twice"])
+    assert returned is False and out.startswith("Incorrect: no such row: write_twice;")
+    assert verdict(capsys, q7, sorted(right))[0] is True  # a list is as good as a set

@@ -85,6 +85,7 @@ def audit_records(
     rows = [(r["failure"], r["expected"], r["handler_calls"]) for r in load_matrix()
             if r["effect"] == effect]
     extras = [(f, exp, calls) for (f, e), (exp, calls, _) in EXTRA_CELLS.items() if e == effect]
+    stable = _key_is_stable(subject)
     records = []
     for failure, expected, expected_calls in rows + extras:
         record: dict[str, Any] = {"failure": failure, "expected": expected,
@@ -101,7 +102,7 @@ def audit_records(
         record["pass"] = (record["observed"] == expected
                           and record["handler_calls"] == expected_calls)
         if "why" not in record:
-            record["why"] = "" if record["pass"] else why(failure, spec, record)
+            record["why"] = "" if record["pass"] else why(failure, spec, record, stable_key=stable)
         records.append({column: record[column] for column in AUDIT_COLUMNS})
     return records
 
@@ -146,19 +147,32 @@ def _play(failure: str, subject: Subject, workdir: str | os.PathLike[str] | None
             bench.close()
 
 
-def why(failure: str, spec: ToolSpec, record: Mapping[str, Any]) -> str:
+def _key_is_stable(subject: Subject) -> bool:
+    """Does the tool's key give the same answer twice for the same call?"""
+    key = subject.spec.idempotency_key if subject.spec is not None else None
+    if key is None:
+        return True
+    try:
+        return bool(key(subject.context, dict(subject.arguments))
+                    == key(subject.context, dict(subject.arguments)))
+    except Exception:
+        return True
+
+
+def why(failure: str, spec: ToolSpec, record: Mapping[str, Any], *, stable_key: bool = True) -> str:
     """One sentence on a failed row: what the tool did, and what it lacks."""
     observed, calls = record["observed"], record["handler_calls"]
     expected, expected_calls = record["expected"], record["expected_calls"]
-    no_lookup = spec.effect is Effect.REVERSIBLE_WRITE and spec.status_lookup is None
-    if no_lookup and observed.startswith(("outcome_unknown", "busy")):
+    is_reversible = spec.effect is Effect.REVERSIBLE_WRITE
+    if is_reversible and spec.status_lookup is None and observed.startswith(("outcome_unknown", "busy")):
         return ("no status lookup: after the doubt the runner cannot ask whether the write "
                 f"landed, so it will not write again and the model is left with {observed}")
     if failure == "authorization_denial" and observed.startswith("ok"):
         return "required_scopes is empty: a caller granted nothing ran the tool"
-    if failure == "same_write_repeated" and calls is not None and calls > expected_calls:
-        return (f"the same call ran {calls} times: the key changed between two identical "
-                "calls (a clock, a counter or randomness in the key?)")
+    if (not stable_key and calls is not None and calls > expected_calls
+            and failure in ("same_write_repeated", "same_key_other_payload", "process_killed_mid_write")):
+        return (f"the write ran {calls} times: the key changed between two identical calls (a "
+                "clock, a counter or randomness in it), so the runner never recognised the intent")
     if failure == "same_key_other_payload" and observed.startswith("ok") and calls == 2:
         return ("the other payload got another key and ran as a new intent: the key must name "
                 "what is written (the id), not the payload; the runner's fingerprint catches "
@@ -169,10 +183,13 @@ def why(failure: str, spec: ToolSpec, record: Mapping[str, Any]) -> str:
     if failure == "disconnect_before_write" and calls == 1 and observed.startswith("ok"):
         return ("this payload was never written, but the status lookup said done: it must compare what "
                 "is saved with what was asked, not only check that the id exists")
-    if failure in ("transient_disconnect", "timeout_outcome_unknown",
-                   "process_killed_mid_write") and calls is not None and calls > expected_calls:
+    doubt_rows = ("transient_disconnect", "timeout_outcome_unknown", "process_killed_mid_write")
+    if failure in doubt_rows and calls is not None and calls > expected_calls:
         return (f"the write ran {calls} times: the status lookup did not find the write that "
                 "had landed, so the runner wrote again")
+    if failure in doubt_rows and is_reversible and observed.startswith("outcome_unknown"):
+        return ("the status lookup did not find the write that had landed; with the first "
+                "attempt perhaps still running, the runner may not write again")
     if observed.startswith(("tool_failure", "outcome_unknown")):
         return (f"the model saw {observed}: the handler or the status lookup raised or hung "
                 "(turn on the agentkit logger to see the exception)")

@@ -1,6 +1,7 @@
-"""Exercises for ``06_exercises``, in the style of Kaggle's learntools.
+"""Exercises for ``06_exercises`` and ``07_your_own_tool``, in the style of Kaggle's learntools.
 
-    >>> from agentkit.faces.exercises import q1, q2, q3, q4, q5
+    >>> from agentkit.faces.exercises import q1, q2, q3, q4, q5      # notebook 06
+    >>> from agentkit.faces.exercises import q6, q7                  # notebook 07
     >>> q1.check(draft_status)      # prints "Correct: …", "Incorrect: …" or "Not attempted yet: …"
     >>> q1.hint()                   # a nudge
     >>> q1.solution()               # one answer that passes, as code
@@ -16,7 +17,9 @@ because that is what the lesson is about.
 The checker framework is :mod:`~agentkit.faces.exercises.framework`; each exercise lives in
 its own module beside it (:mod:`~agentkit.faces.exercises.status_lookup`,
 :mod:`~agentkit.faces.exercises.effect_levels`, :mod:`~agentkit.faces.exercises.idempotency_key`,
-:mod:`~agentkit.faces.exercises.redaction`, :mod:`~agentkit.faces.exercises.read_limits`).
+:mod:`~agentkit.faces.exercises.redaction`, :mod:`~agentkit.faces.exercises.read_limits`, and
+for notebook 07 :mod:`~agentkit.faces.exercises.own_tool` and
+:mod:`~agentkit.faces.exercises.audit_reading`, which judge with :func:`agentkit.demo.audit`).
 
 Runners made here get a ``sleep`` that returns at once, so a check never waits on backoff,
 whether or not :func:`agentkit.set_testing` was called.
@@ -24,9 +27,18 @@ whether or not :func:`agentkit.set_testing` was called.
 
 from __future__ import annotations
 
+from agentkit.faces.exercises.audit_reading import FLAWED_SOURCE, AuditReadingExercise, q7
 from agentkit.faces.exercises.effect_levels import TOOLS_TO_CLASSIFY, EffectLevelExercise, q2
 from agentkit.faces.exercises.framework import EFFECT_CHOICES, Exercise
 from agentkit.faces.exercises.idempotency_key import IdempotencyKeyExercise, q3
+from agentkit.faces.exercises.own_tool import (
+    REMINDER,
+    REMINDER_CHANGED,
+    OwnToolExercise,
+    q6,
+    reminder_tool,
+    set_reminder,
+)
 from agentkit.faces.exercises.read_limits import ReadLimitsExercise, q5
 from agentkit.faces.exercises.redaction import (
     SERVICES,
@@ -39,11 +51,16 @@ from agentkit.faces.exercises.status_lookup import StatusLookupExercise, q1, sav
 
 __all__ = [
     "EFFECT_CHOICES",
+    "FLAWED_SOURCE",
+    "REMINDER",
+    "REMINDER_CHANGED",
     "SERVICES",
     "TOOLS_TO_CLASSIFY",
+    "AuditReadingExercise",
     "EffectLevelExercise",
     "Exercise",
     "IdempotencyKeyExercise",
+    "OwnToolExercise",
     "ReadLimitsExercise",
     "RedactionExercise",
     "StatusLookupExercise",
@@ -53,6 +70,10 @@ __all__ = [
     "q3",
     "q4",
     "q5",
+    "q6",
+    "q7",
+    "reminder_tool",
     "report_registry",
     "save_draft",
+    "set_reminder",
 ]
