@@ -324,7 +324,7 @@ def test_q6_another_right_answer_passes(capsys):
             return {"reminder_id": reminder_id, "when": when, "set": True}
         return None
 
-    key = lambda context, a: "|".join([context.task_id, "reminder", a["reminder_id"]])  # noqa: E731
+    key = lambda context, a: "|".join([context.task_id, "reminder", a["reminder_id"]])
     assert verdict(capsys, q6, reminder_parts(status_lookup=status, idempotency_key=key))[0] is True
 
 
@@ -336,7 +336,7 @@ def test_q6_wrong_levels_are_explained(capsys):
 
 
 def test_q6_a_key_made_of_the_text_fails_exactly_the_changed_payload_row(capsys):
-    key = lambda context, a: f"{context.task_id}:{a['reminder_id']}:{a['text']}"  # noqa: E731
+    key = lambda context, a: f"{context.task_id}:{a['reminder_id']}:{a['text']}"
     returned, out = verdict(capsys, q6, reminder_parts(idempotency_key=key))
     assert returned is False
     assert out.splitlines()[0] == "Incorrect: 1 of 10 rows of the audit fail:"
