@@ -307,3 +307,18 @@ def test_budget_spent_means_no_fault_ever_runs():
 def test_repr_names_the_fault_and_its_calls():
     fault = faults.fail_times(lookup, 1)
     assert repr(fault) == "<fail_times(lookup) calls=0>"
+
+
+@pytest.mark.parametrize("cls", [faults.Fault, faults.FailTimes, faults.Deny, faults.Hang,
+                                 faults.SlowLookup, faults.CommitThenTimeout, faults.HugeOutput,
+                                 faults.LeakSecret])
+def test_each_factory_name_is_its_class(cls):
+    """One definition per fault: ``faults.<kind>`` is the class, so it cannot drift from it."""
+    assert getattr(faults, cls.kind) is cls
+    assert cls.kind in faults.__all__ and cls.__name__ in faults.__all__
+    extra = (1,) if cls is faults.FailTimes else ()  # fail_times(fn, n) needs its n
+    made = getattr(faults, cls.kind)(lookup, *extra)
+    try:
+        assert type(made) is cls and repr(made) == f"<{cls.kind}(lookup) calls=0>"
+    finally:
+        made.release()

@@ -22,14 +22,17 @@ it, so a forgotten one can never hang a notebook or a test run for good.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentkit.boundary.concurrency import mark_landed
+from agentkit.boundary.redaction import render_value
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = [
     "FAKE_API_KEY",
@@ -79,6 +82,7 @@ class Fault:
     """
 
     kind = "count_calls"
+    __name__: str  # the wrapped handler's, copied by functools.update_wrapper
 
     def __init__(self, fn: Callable[..., Any], *, max_block: float = MAX_BLOCK_SECONDS) -> None:
         if not callable(fn):
@@ -143,7 +147,7 @@ class Fault:
             log.warning("%s(%s): not released within %ss; carrying on",
                         self.kind, self.__name__, self.max_block)
 
-    def __enter__(self) -> Fault:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -253,7 +257,7 @@ class HugeOutput(Fault):
         self.chars = chars
 
     def _fault(self, number: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        head = _as_text(self._inner(args, kwargs)) + "\n"
+        head = render_value(self._inner(args, kwargs)) + "\n"
         filler = "log: everything is fine\n"
         repeats = self.chars // len(filler) + 1
         return (head + filler * repeats)[: self.chars]
@@ -265,57 +269,22 @@ class LeakSecret(Fault):
     kind = "leak_secret"
 
     def _fault(self, number: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        text = _as_text(self._inner(args, kwargs))
+        text = render_value(self._inner(args, kwargs))
         return f"{text}\ndebug: connected with key {FAKE_API_KEY} and password={FAKE_PASSWORD}"
 
 
 # ---------------------------------------------------------------- the names tests and notebooks use
 
-
-def count_calls(fn: Callable[..., Any]) -> Fault:
-    """No fault at all: just count the real calls."""
-    return Fault(fn)
-
-
-def fail_times(
-    fn: Callable[..., Any],
-    n: int,
-    exc: type[BaseException] | BaseException = ConnectionError,
-    *,
-    after_call: bool = False,
-) -> FailTimes:
-    """Raise ``exc`` for the first ``n`` calls, then call ``fn``; see :class:`FailTimes`."""
-    return FailTimes(fn, n, exc, after_call=after_call)
-
-
-def deny(fn: Callable[..., Any]) -> Deny:
-    """Raise ``PermissionError`` on every call; ``fn`` never runs."""
-    return Deny(fn)
-
-
-def hang(fn: Callable[..., Any], *, max_block: float = MAX_BLOCK_SECONDS) -> Hang:
-    """Block every call until ``.release()`` (at most ``max_block`` seconds), then call ``fn``."""
-    return Hang(fn, max_block=max_block)
-
-
-def commit_then_timeout(fn: Callable[..., Any]) -> CommitThenTimeout:
-    """Call ``fn`` (the write takes effect), then block until ``.release()``."""
-    return CommitThenTimeout(fn)
-
-
-def huge_output(fn: Callable[..., Any], chars: int = 1_000_000) -> HugeOutput:
-    """Call ``fn``, then return a string of exactly ``chars`` characters starting with its result."""
-    return HugeOutput(fn, chars)
-
-
-def leak_secret(fn: Callable[..., Any]) -> LeakSecret:
-    """Call ``fn``, then return its result with a fake ``sk-…`` key and a ``password=`` pair."""
-    return LeakSecret(fn)
-
-
-def slow_lookup(lookup: Callable[..., Any], *, max_block: float = MAX_BLOCK_SECONDS) -> Hang:
-    """A status lookup that blocks until ``.release()``, then answers: "we cannot tell yet"."""
-    return SlowLookup(lookup, max_block=max_block)
+# Each lower-case name is its class (whose ``kind`` it is): ``faults.fail_times(search, 2)``
+# builds a FailTimes, with the class's signature and docstring. One definition per fault.
+count_calls = Fault
+fail_times = FailTimes
+deny = Deny
+hang = Hang
+slow_lookup = SlowLookup
+commit_then_timeout = CommitThenTimeout
+huge_output = HugeOutput
+leak_secret = LeakSecret
 
 
 def release_all() -> int:
@@ -326,11 +295,3 @@ def release_all() -> int:
         fault.release()
     return len(alive)
 
-
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return str(value)
