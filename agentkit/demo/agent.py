@@ -11,12 +11,11 @@ that moving to the registry did not change the happy path: compare ``Transcript.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentkit.boundary.canonical import canonical_json
+from agentkit.boundary.canonical import json_text
 from agentkit.boundary.errors import ErrorCode
 from agentkit.boundary.redaction import render_value
 from agentkit.demo import baseline
@@ -60,7 +59,7 @@ class Transcript:
         on purpose: the registry returns ``{"ok", "data"}`` where the baseline returned raw
         values, and that difference is the point of the chapter."""
         calls = tuple(
-            (s.tool_call.name, _json(s.tool_call.arguments, canonical=True)) for s in self.steps
+            (s.tool_call.name, json_text(s.tool_call.arguments, canonical=True)) for s in self.steps
         )
         return calls, self.final_answer
 
@@ -69,7 +68,7 @@ class Transcript:
         lines = [f"Question: {self.question}"]
         for step in self.steps:
             call = step.tool_call
-            arguments = _short(_json(call.arguments), 80)
+            arguments = _short(json_text(call.arguments), 80)
             lines.append(f"{step.number}. {call.name}({arguments}) -> {_outcome(step.result)}")
         if self.final_answer is not None:
             lines.append(f"Answer: {self.final_answer}")
@@ -89,7 +88,7 @@ class Transcript:
             rows.append({
                 "step": step.number,
                 "tool": step.tool_call.name,
-                "arguments": _json(step.tool_call.arguments),
+                "arguments": json_text(step.tool_call.arguments),
                 "ok": ok,
                 "error": error,
                 "data": None if data is None else data[:PREVIEW_CHARS],
@@ -161,15 +160,6 @@ def take_turn(
 
 
 # --------------------------------------------------------------------------- rendering
-
-
-def _json(value: Any, *, canonical: bool = False) -> str:
-    try:
-        if canonical:
-            return canonical_json(value)
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 def _short(text: str, limit: int) -> str:

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import functools
 import html
-import json
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import ipywidgets as widgets
 
+from agentkit.boundary.canonical import json_text
 from agentkit.demo import matrix
 from agentkit.demo.agent import Step, Transcript, take_turn
 from agentkit.demo.fake_model import FinalAnswer
@@ -46,23 +46,6 @@ log = logging.getLogger("agentkit")
 F = TypeVar("F", bound=Callable[..., Any])
 
 _PRE = '<pre style="white-space: pre-wrap; margin: 0.3em 0">{}</pre>'
-
-
-def _json(value: Any, *, indent: int | None = None) -> str:
-    """JSON text for the page; anything JSON cannot hold is shown by its repr."""
-    try:
-        if indent is None:
-            return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
-        return json.dumps(value, ensure_ascii=False, indent=indent)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def _compact(value: Any) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 def _pre(text: str) -> str:
@@ -259,7 +242,7 @@ class FailureExplorer(_Panel):
             lines.append(f"why: {row['note']}")
         return (
             "<div><b>What the model sees</b></div>"
-            + _pre(_json(result, indent=2))
+            + _pre(json_text(result, indent=2))
             + "<div><b>What really happened</b></div>"
             + _pre("\n".join(lines))
             + "<div><b>Step by step</b></div>"
@@ -330,7 +313,7 @@ class ApprovalPanel(_Panel):
         self.history.append((decision, approval_id, result))
         outcome = "ok" if result.get("ok") else str(result.get("error"))
         calls = self.runner.trace.call_counts().get(tool, 0) if tool else 0
-        lines = [f"{decision} {approval_id}: {outcome}", f"handler calls: {calls}", _json(result, indent=2)]
+        lines = [f"{decision} {approval_id}: {outcome}", f"handler calls: {calls}", json_text(result, indent=2)]
         kind = "ok" if result.get("ok") or decision == "denied" else "error"
         self.status_html.value = _message(lines[0], kind) + _pre("\n".join(lines[1:]))
         return result
@@ -347,7 +330,7 @@ class ApprovalPanel(_Panel):
         approval_id = str(record["approval_id"])
         text = widgets.HTML(
             f"<code>{html.escape(str(record.get('tool', '')))}</code> "
-            f"<code>{html.escape(_compact(record.get('arguments')))}</code> "
+            f"<code>{html.escape(json_text(record.get('arguments'), compact=True))}</code> "
             f"<small>{html.escape(approval_id)}</small>"
         )
         approve = widgets.Button(description="Approve", button_style="success",
@@ -473,4 +456,4 @@ class AgentStepper(_Panel):
 
 def _step_line(step: Step) -> str:
     call = step.tool_call
-    return f"{step.number}. {call.name} {_json(call.arguments)} → {_json(step.result)}"
+    return f"{step.number}. {call.name} {json_text(call.arguments)} → {json_text(step.result)}"
