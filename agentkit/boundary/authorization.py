@@ -56,7 +56,7 @@ def authorize(
     for policy in policies:
         name = policy_name(policy)
         try:
-            answer = policy(spec, arguments, context)
+            answer: object = policy(spec, arguments, context)
         except PermissionError as exc:
             return f"policy {name} refused: {_text(exc)}"
         except Exception as exc:
