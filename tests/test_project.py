@@ -40,8 +40,9 @@ def _name(requirement: str) -> str:
 #: The rule for environment.yml: it installs exactly what `make install` installs, i.e. the
 #: runtime dependencies and the `dev` extra with every extra that `dev` names in turn
 #: (`agentkit[notebooks]`, ...), so a conda or Binder user can run the notebooks and every
-#: gate of CI (lint, typecheck, tests). An extra that `dev` does not reach (a backend such as
-#: mcp or postgres, benchmarks) is opt-in and stays out: to put one in, name it from `dev`.
+#: gate of CI (lint, typecheck, tests). An extra that `dev` does not reach (the peers of
+#: `bench`, a backend only some users want) is opt-in and stays out: to put one in, name it
+#: from `dev`.
 ENVIRONMENT_EXTRAS = ("dev",)
 
 
