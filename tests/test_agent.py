@@ -245,3 +245,13 @@ def test_baseline_lets_exceptions_escape():
         run_baseline(FakeModel.scripted([{"name": "get_document", "arguments": {"doc_id": "nope"}}]), "q")
     assert baseline.dispatch_tool("search_local_sources", {"q": "x"}) == {"error": "bad arguments"}
     assert baseline.dispatch_tool("web_search", {})["error"].startswith("unknown tool")
+
+
+def test_preview_cuts_at_a_word_boundary_with_an_ellipsis():
+    from agentkit.demo.agent import preview
+
+    text = '[{"id": "idempotency-keys", "title": "Idempotency keys", "snippet": "An idempotency key"}]'
+    cut = preview(text)
+    assert cut == '[{"id": "idempotency-keys", "title": "Idempotency keys",…'
+    assert len(cut) <= 60 and preview("short\ntext") == "short text"
+    assert preview("x" * 100, 10) == "x" * 9 + "…"  # one long word: cut inside it, still marked

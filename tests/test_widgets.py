@@ -82,6 +82,8 @@ def test_explorer_runs_a_write_that_disconnects_after_landing():
     assert explorer.last is not None and explorer.last.handler_calls == 1
     trace = explorer.trace_html.value
     assert "<table" in trace and "status_lookup" in trace
+    # headers over their columns: left-aligned like the cells, not pandas's right-aligned <th>
+    assert 'text-align: right' not in trace and "text-align: left" in trace
     assert not explorer.run_button.disabled
 
 
@@ -258,7 +260,13 @@ def test_stepper_matches_run_agent_step_for_step(tmp_path, corpus):
     assert stepper.stop_reason == "final_answer"
     log_text = html_unescape(stepper.log_html.value)
     assert f"Final answer: {expected.final_answer}" in log_text
-    assert "→" in log_text and '"ok": true' in log_text
+    # One short readable line per step, the full JSON behind a toggle (a <details> element).
+    assert stepper.log_html.value.count("<details") == len(expected.steps)
+    for step in expected.steps:
+        assert f"<summary class=\"agentkit-step-line\"" in stepper.log_html.value
+        assert step.line() in log_text and len(step.line()) < 200
+    assert '"ok": true' in log_text
+    assert '\\"id\\"' not in log_text  # data laid out as JSON, not escaped inside a string
     assert repr(stepper) == f"AgentStepper(question={QUESTION!r}, steps={len(expected.steps)}, done=True)"
 
     assert stepper.step() is None  # a step after the end does nothing, and says so

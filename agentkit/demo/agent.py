@@ -42,6 +42,12 @@ class Step:
     tool_call: ToolCall
     result: Any
 
+    def line(self) -> str:
+        """The step as one short readable line: ``N. tool({arguments}) -> ok: preview…``."""
+        call = self.tool_call
+        arguments = _short(json_text(call.arguments), 80)
+        return f"{self.number}. {call.name}({arguments}) -> {_outcome(self.result)}"
+
 
 @dataclass
 class Transcript:
@@ -66,10 +72,7 @@ class Transcript:
     def to_text(self) -> str:
         """Readable and deterministic: one line per step, then the answer or the stop reason."""
         lines = [f"Question: {self.question}"]
-        for step in self.steps:
-            call = step.tool_call
-            arguments = _short(json_text(call.arguments), 80)
-            lines.append(f"{step.number}. {call.name}({arguments}) -> {_outcome(step.result)}")
+        lines += [step.line() for step in self.steps]
         if self.final_answer is not None:
             lines.append(f"Answer: {self.final_answer}")
         else:
@@ -77,8 +80,9 @@ class Transcript:
         return "\n".join(lines)
 
     def to_frame(self) -> pandas.DataFrame:
-        """One row per step: step, tool, arguments (JSON text), ok, error, data (first 60
-        characters), attempts, replayed. Baseline steps have no attempts/replayed (None)."""
+        """One row per step: step, tool, arguments (JSON text), ok, error, data (a
+        :func:`preview` of about 60 characters), attempts, replayed. Baseline steps have no
+        attempts/replayed (None)."""
         import pandas as pd
 
         rows = []
@@ -91,7 +95,7 @@ class Transcript:
                 "arguments": json_text(step.tool_call.arguments),
                 "ok": ok,
                 "error": error,
-                "data": None if data is None else data[:PREVIEW_CHARS],
+                "data": None if data is None else preview(data),
                 "attempts": result.get("attempts"),
                 "replayed": result.get("replayed"),
             })
@@ -162,11 +166,24 @@ def take_turn(
 # --------------------------------------------------------------------------- rendering
 
 
+def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """``text`` on one line, at most ``limit`` characters: cut at the last word boundary
+    before the limit (mid-word only when a word fills more than half of it), then ``…``."""
+    text = text.replace("\n", " ")
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    boundary = max(head.rfind(" "), head.rfind(","))
+    if boundary >= limit // 2:
+        head = head[: boundary + 1]
+    return head.rstrip() + "…"
+
+
 def _short(text: str, limit: int) -> str:
     text = text.replace("\n", "\\n")
     if len(text) <= limit:
         return text
-    return f"{text[: limit - 1]}… ({len(text)} chars)"
+    return f"{preview(text, limit)} ({len(text)} chars)"
 
 
 def _parts(result: Any) -> tuple[bool, str | None, str | None]:

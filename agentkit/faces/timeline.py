@@ -167,7 +167,7 @@ def _records_of(trace: Any) -> list[TraceRecord]:
 
 def _xlabel(schematic: bool) -> str:
     if schematic:
-        return "seconds since the call started (schematic: events evenly spaced, in their real order)"
+        return "order of events (schematic: evenly spaced, not to scale in time)"
     return "seconds since the call started"
 
 

@@ -4,7 +4,8 @@
 ``FailureExplorer`` pick a failure and a side-effect level, press Run, see what the model saw,
                     the real handler call count, and the runner's trace
 ``ApprovalPanel``   the pending approvals of a runner, each with Approve and Deny
-``AgentStepper``    the agent loop one turn at a time: tool call → result as the model saw it
+``AgentStepper``    the agent loop one turn at a time: one short line per tool call and the
+                    result as the model saw it, the full JSON behind a toggle
 ==================  ==========================================================================
 
 Each is an ``ipywidgets.VBox``: leave it as a cell's last expression, or ``display()`` it.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import html
+import json
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -46,6 +48,19 @@ log = logging.getLogger("agentkit")
 F = TypeVar("F", bound=Callable[..., Any])
 
 _PRE = '<pre style="white-space: pre-wrap; margin: 0.3em 0">{}</pre>'
+
+
+_TABLE_STYLE = (
+    "<style>.agentkit-table th, .agentkit-table td "
+    "{text-align: left; vertical-align: top; padding: 0.15em 0.8em 0.15em 0}</style>"
+)
+
+
+def _table(frame: Any) -> str:
+    """A DataFrame as an HTML table whose headers sit over their columns: every cell and
+    header left-aligned (pandas right-aligns headers, JupyterLab left-aligns widget cells)."""
+    return _TABLE_STYLE + str(frame.to_html(index=False, border=0, justify="left",
+                                            classes="agentkit-table"))
 
 
 def _pre(text: str) -> str:
@@ -191,7 +206,7 @@ class FailureExplorer(_Panel):
         self.result_html.value = self._render(cell, row, matches)
         self.trace_html.value = (
             "<div><b>The runner's trace</b> (one row per step)</div>"
-            + cell.runner.trace.to_frame().to_html(index=False, border=0)
+            + _table(cell.runner.trace.to_frame())
         )
         self.status_html.value = _message(
             f"Played {matrix.label(failure)} × {matrix.label(effect)}: "
@@ -413,16 +428,16 @@ class AgentStepper(_Panel):
         outcome: Step | FinalAnswer | None = None
         if len(self.transcript.steps) > steps_before:
             outcome = self.transcript.steps[-1]
-            self._lines.append(_step_line(outcome))
+            self._lines.append(_step_entry(outcome))
         elif self.transcript.stop_reason == "final_answer":
             outcome = FinalAnswer(self.transcript.final_answer or "", self.transcript.citations)
         if finished:
             self.done = True
             self.step_button.disabled = True
             if self.transcript.final_answer is not None:
-                self._lines.append(f"Final answer: {self.transcript.final_answer}")
+                self._lines.append(_line(f"Final answer: {self.transcript.final_answer}"))
             else:
-                self._lines.append(f"Stopped: {self.transcript.stop_reason}")
+                self._lines.append(_line(f"Stopped: {self.transcript.stop_reason}"))
         self._show()
         return outcome
 
@@ -442,7 +457,7 @@ class AgentStepper(_Panel):
         self._show()
 
     def _show(self) -> None:
-        self.log_html.value = _pre("\n".join([f"Question: {self.question}", *self._lines]))
+        self.log_html.value = "".join([_line(f"Question: {self.question}"), *self._lines])
         steps = len(self.transcript.steps)
         if self.done:
             text = f"Done after {steps} tool call(s): {self.transcript.stop_reason}."
@@ -454,6 +469,33 @@ class AgentStepper(_Panel):
         self.step_button.disabled = self.done
 
 
-def _step_line(step: Step) -> str:
-    call = step.tool_call
-    return f"{step.number}. {call.name} {json_text(call.arguments)} → {json_text(step.result)}"
+_LINE = '<div class="agentkit-step-line" style="font-family: monospace; margin: 0.2em 0">{}</div>'
+
+
+def _line(text: str) -> str:
+    return _LINE.format(html.escape(text))
+
+
+def _step_entry(step: Step) -> str:
+    """One step: its short readable line (tool, arguments, ok or the error, a one-line preview
+    of the data), and behind a toggle (a ``<details>``) the full call and result as JSON, with
+    ``data`` (a string for the model) laid out on its own instead of escaped inside it."""
+    call = {"name": step.tool_call.name, "arguments": step.tool_call.arguments}
+    result = step.result
+    parts = [f"call: {json_text(call, indent=2)}"]
+    if isinstance(result, dict) and isinstance(result.get("data"), str):
+        rest = {key: value for key, value in result.items() if key != "data"}
+        try:
+            data = json_text(json.loads(result["data"]), indent=2)
+        except ValueError:
+            data = result["data"]
+        parts += [f"result, data aside: {json_text(rest, indent=2)}",
+                  f"data (the model receives it as one string):\n{data}"]
+    else:
+        parts.append(f"result: {json_text(result, indent=2)}")
+    return (
+        '<details class="agentkit-step" style="margin: 0.2em 0">'
+        '<summary class="agentkit-step-line" style="font-family: monospace; cursor: pointer">'
+        f"{html.escape(step.line())}</summary>"
+        f'<div class="agentkit-step-json">{_pre(chr(10).join(parts))}</div></details>'
+    )
