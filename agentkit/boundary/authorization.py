@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentkit.boundary.context import CallContext
+from agentkit.boundary.redaction import type_name
 from agentkit.boundary.spec import ToolSpec
 
 log = logging.getLogger("agentkit")
@@ -73,9 +74,9 @@ def authorize(
             return f"policy {name} refused: {str.__str__(answer)[:200]}"
         log.warning(
             "policy %s returned a %s, not None, a bool or a str; failing closed",
-            name, _type_name(answer),
+            name, type_name(answer),
         )
-        return f"policy {name} returned a {_type_name(answer)}; failing closed"
+        return f"policy {name} returned a {type_name(answer)}; failing closed"
     return None
 
 
@@ -83,11 +84,7 @@ def policy_name(policy: Any) -> str:
     """A policy's name for the log, read without running any of the policy's own code."""
     if isinstance(policy, (types.FunctionType, types.MethodType, types.BuiltinFunctionType)):
         return str(policy.__name__)[:64]
-    return _type_name(policy)
-
-
-def _type_name(value: Any) -> str:
-    return str.__str__(type(value).__name__)[:64]
+    return type_name(policy)
 
 
 def _text(exc: BaseException) -> str:

@@ -335,8 +335,7 @@ def safe_name(name: Any) -> str:
     """A model-given name (of a tool, an approval) as plain text for the log: a str is copied
     exactly (``str.__str__`` runs none of a subclass's own methods), anything else is shown
     by its type's name; at most 64 characters either way."""
-    text = str.__str__(name) if isinstance(name, str) else str.__str__(type(name).__name__)
-    return text[:64]
+    return str.__str__(name)[:64] if isinstance(name, str) else type_name(name)
 
 
 def render_value(value: Any) -> str:
@@ -355,14 +354,16 @@ def render_value(value: Any) -> str:
             continue
         if isinstance(text, str):
             return str.__str__(text)
-    return f"<unrenderable {_type_name(value)}>"
+    return f"<unrenderable {type_name(value)}>"
 
 
 def _as_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
-def _type_name(value: Any) -> str:
+def type_name(value: Any) -> str:
+    """The name of ``value``'s type for a log line or a message, at most 64 characters, read
+    without running any of the value's own code ("object" if even that fails)."""
     try:
         name = type(value).__name__
         return str.__str__(name)[:64] if isinstance(name, str) else "object"
