@@ -27,11 +27,15 @@ def github_slug(heading: str) -> str:
     return text.replace(" ", "-")
 
 
+def without_code(markdown: str) -> str:
+    """The page without its fenced code blocks (a `#` line in code is not a heading)."""
+    return re.sub(r"^```.*?^```", "", markdown, flags=re.DOTALL | re.MULTILINE)
+
+
 def anchors(markdown: str) -> list[str]:
-    without_code = re.sub(r"^```.*?^```", "", markdown, flags=re.S | re.M)
-    slugs = [github_slug(m) for m in re.findall(r"^#{1,6} (.+)$", without_code, re.M)]
-    explicit = re.findall(r"<a id=\"([\w-]+)\"", without_code)
-    return slugs + explicit
+    text = without_code(markdown)
+    slugs = [github_slug(m) for m in re.findall(r"^#{1,6} (.+)$", text, re.MULTILINE)]
+    return slugs + re.findall(r"<a id=\"([\w-]+)\"", text)
 
 
 def project_files() -> list[Path]:
@@ -49,10 +53,10 @@ def test_every_section_has_a_unique_listed_anchor() -> None:
     text = DESIGN.read_text(encoding="utf-8")
     found = anchors(text)
     assert len(found) == len(set(found)), "two headings share an anchor"
-    sections = [github_slug(h) for h in re.findall(r"^## (.+)$", text, re.M)]
-    listed = re.findall(r"^\| \[`#([\w-]+)`\]\(#\1\) \|", text, re.M)
+    sections = [github_slug(h) for h in re.findall(r"^## (.+)$", text, re.MULTILINE)]
+    listed = re.findall(r"^\| \[`#([\w-]+)`\]\(#\1\) \|", text, re.MULTILINE)
     sections.remove("contents")
-    assert [a for a in listed if a in sections] == sections, "a section is missing from the contents"
+    assert [a for a in listed if a in sections] == sections, "a section is not in the contents"
     assert set(listed) <= set(found), sorted(set(listed) - set(found))
     pinned = {"pipeline", "layers", "public-api", "result-shape", "error-codes", "runner-policy",
               "stores", "store-failures", "approvals", "async-path", "timeouts", "failure-matrix"}
@@ -86,14 +90,13 @@ def test_relative_markdown_links_resolve() -> None:
     pages = [ROOT / "README.md", DESIGN, ROOT / "notebooks" / "INSTRUCTOR.md"]
     broken = []
     for page in pages:
-        text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+        text = without_code(page.read_text(encoding="utf-8"))
         for target in re.findall(r"\]\(([^)\s]+)\)", text):
             if re.match(r"[a-z]+:", target) or target.startswith("#"):
                 continue  # a web address, or an anchor on the same page (checked above)
             file_part, _, anchor = target.partition("#")
             resolved = (page.parent / file_part).resolve()
-            if not resolved.exists():
-                broken.append(f"{page.name}: {target}")
-            elif anchor and resolved == DESIGN and anchor not in anchors(DESIGN.read_text()):
+            known = anchors(DESIGN.read_text(encoding="utf-8")) if resolved == DESIGN else []
+            if not resolved.exists() or (anchor and resolved == DESIGN and anchor not in known):
                 broken.append(f"{page.name}: {target}")
     assert not broken, broken
