@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 
-.PHONY: install lab test test-unit test-notebooks test-browser lint typecheck notebooks bench clean
+.PHONY: install lab test test-unit test-notebooks test-browser test-interop lint typecheck notebooks bench clean
 
 install: $(STAMP)
 
@@ -28,10 +28,15 @@ lab: install
 
 ## Unit tests, then strict nbval over every stored notebook.
 test: install
-	$(BIN)/python -m pytest tests notebooks -m "not browser" $(NBVAL)
+	$(BIN)/python -m pytest tests notebooks -m "not browser and not interop" $(NBVAL)
 
 test-unit: install
-	$(BIN)/python -m pytest tests -m "not browser"
+	$(BIN)/python -m pytest tests -m "not browser and not interop"
+
+## The MCP server through another implementation: the MCP Inspector's CLI (npx, from npm;
+## needs Debian's nodejs and npm, which .ci/run installs). Skips without npx, except under CI.
+test-interop: install
+	$(BIN)/python -m pytest tests -m interop -p no:cacheprovider
 
 test-notebooks: install
 	$(BIN)/python -m pytest notebooks $(NBVAL)
