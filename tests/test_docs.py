@@ -15,7 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DESIGN = ROOT / "docs" / "design.md"
 #: The text files a reference can hide in.
-SUFFIXES = {".py", ".md", ".ipynb", ".toml", ".cfg", ".yml", ".yaml", ".txt", ".csv"}
+SUFFIXES = {".py", ".md", ".ipynb", ".toml", ".cfg", ".yml", ".yaml", ".txt", ".csv", ".sh",
+            ".json"}
 NAMES = {"Makefile", "run"}
 SKIP = {".venv", ".git", "build", "node_modules", ".hypothesis", ".pytest_cache", "workspace",
         "test-artifacts", ".ipynb_checkpoints", "__pycache__"}
