@@ -44,7 +44,8 @@ def main(argv: list[str]) -> int:
     targets = [Path(a) for a in argv] or [Path("notebooks")]
     paths: list[Path] = []
     for target in targets:
-        paths += sorted(target.glob("[0-9][0-9]_*.ipynb")) if target.is_dir() else [target]
+        # "02b_mcp" sorts after "02_tool_registry" and before "03_…", as the lessons run.
+        paths += sorted(target.glob("[0-9][0-9]*_*.ipynb")) if target.is_dir() else [target]
     os.environ.setdefault("PYTHONHASHSEED", "0")
     total = 0.0
     for path in paths:
