@@ -3,10 +3,22 @@ never raises for model input, and what it remembers stays bounded. Real handler 
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
 import threading
 
-from agentkit import ToolRegistry, ToolRunner, ToolSpec
+import pytest
+
+from agentkit import (
+    IdempotencyStore,
+    SQLiteIdempotencyStore,
+    ToolRegistry,
+    ToolRunner,
+    ToolSpec,
+    invoke_tool,
+)
 
 
 class Sleeps(list):
@@ -92,3 +104,143 @@ def test_not_done_after_the_attempt_returned_still_retries():
     result = runner.call("save", {"key": "k", "value": "v"})
     assert result["ok"] is True and result["attempts"] == 2
     assert handler_calls == ["k", "k"] and rows == {"k": "v"}
+
+
+# ------------------------------------------------------------------ point 3: rendering
+
+
+class Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+    __repr__ = __str__
+
+
+def _huge_int() -> int:
+    if not hasattr(sys, "get_int_max_str_digits"):  # Python 3.10: no limit, use an object
+        raise pytest.skip("ints of any size render on this Python")
+    return 10 ** (sys.get_int_max_str_digits() + 10)
+
+
+@pytest.mark.parametrize("make", [Unprintable, _huge_int, lambda: {"x": Unprintable()}],
+                         ids=["str_raises", "int_too_large", "nested"])
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_an_unrenderable_write_result_is_ok_recorded_and_replayed(make, store, tmp_path):
+    value = make()
+    calls = []
+
+    def write(key: str) -> object:
+        calls.append(key)
+        return value
+
+    spec = ToolSpec("save", "Save.", "reversible_write", 2.0, 3, 100, write,
+                    status_lookup=lambda key: None)
+    backend = IdempotencyStore() if store == "memory" else SQLiteIdempotencyStore(tmp_path / "s.db")
+    runner = ToolRunner(ToolRegistry([spec]), store=backend, sleep=Sleeps())
+    first = runner.call("save", {"key": "k"})
+    expected = f"<unrenderable {type(value).__name__}>"
+    assert first == {"ok": True, "data": expected, "attempts": 1, "replayed": False}
+    again = runner.call("save", {"key": "k"})
+    assert again == {"ok": True, "data": expected, "attempts": 0, "replayed": True}
+    assert calls == ["k"]  # the handler returned once; the repeat did not write again
+
+
+def test_rendering_runs_inside_the_attempt_so_the_timeout_covers_it():
+    release = threading.Event()
+    rendering = threading.Event()
+
+    class SlowText:
+        def __str__(self) -> str:
+            rendering.set()
+            release.wait(5)  # rendering this value hangs until the test lets it go
+            return "slow"
+
+    calls = []
+
+    def read() -> object:
+        calls.append(1)
+        return SlowText()
+
+    spec = ToolSpec("slow", "Slow to render.", "read", 0.2, 1, 100, read,
+                    parameters={"type": "object"})
+    try:
+        result = invoke_tool(ToolRegistry([spec]), "slow", {})
+        assert rendering.is_set()  # the handler returned and rendering had begun …
+        # … and the caller did not wait for it: the attempt's timeout covered rendering
+        assert result == {"ok": False, "error": "outcome_unknown", "retryable": True}
+    finally:
+        release.set()
+    assert calls == [1]
+
+
+def test_a_str_subclass_s_length_is_not_trusted():
+    class Liar(str):
+        def __len__(self) -> int:
+            return 3
+
+        def __str__(self) -> str:
+            return "lie"
+
+    text = Liar("x" * 500)
+    spec = ToolSpec("t", "T.", "read", 2.0, 1, 100, lambda: text, parameters={"type": "object"})
+    result = invoke_tool(ToolRegistry([spec]), "t", {})
+    assert result == {"ok": True, "data": "x" * 100, "truncated": True, "original_chars": 500}
+    assert type(result["data"]) is str
+
+
+def test_lone_surrogates_in_outputs_become_replacement_characters():
+    spec = ToolSpec("t", "T.", "read", 2.0, 1, 100, lambda: "a\ud800b\udfffc",
+                    parameters={"type": "object"})
+    data_spec = ToolSpec("j", "J.", "read", 2.0, 1, 100, lambda: {"k": "x\udc80"},
+                         parameters={"type": "object"})
+    registry = ToolRegistry([spec, data_spec])
+    assert invoke_tool(registry, "t", {})["data"] == "a\ufffdb\ufffdc"
+    assert invoke_tool(registry, "j", {})["data"] == '{"k": "x\ufffd"}'
+    for name in ("t", "j"):
+        json.dumps(ToolRunner(registry).call(name, {})).encode("utf-8")
+
+
+# ------------------------------------------------------------------ point 5: no thread
+
+_NO_THREAD_CHILD = r"""
+import json, threading
+from agentkit import ToolRegistry, ToolRunner, ToolSpec, invoke_tool
+
+calls = []
+def handler(q: str) -> str:
+    calls.append(q)
+    return "ran"
+
+spec = ToolSpec("t", "T.", "read", 1.0, 2, 100, handler, max_concurrency=1)
+write = ToolSpec("w", "W.", "reversible_write", 1.0, 2, 100, handler, max_concurrency=1)
+registry = ToolRegistry([spec, write])
+entry = registry.entry("t")
+
+real_start = threading.Thread.start
+def no_thread(self):
+    raise RuntimeError("can't start new thread")
+threading.Thread.start = no_thread
+out = {"invoke": invoke_tool(registry, "t", {"q": "a"}),
+       "runner_read": ToolRunner(registry, sleep=lambda s: None).call("t", {"q": "b"}),
+       "runner_write": ToolRunner(registry, sleep=lambda s: None).call("w", {"q": "c"})}
+out["slot_free"] = entry.slot.acquire(timeout=0)
+if out["slot_free"]:
+    entry.slot.release()
+threading.Thread.start = real_start
+out["after"] = invoke_tool(registry, "t", {"q": "d"})
+out["calls"] = calls
+print(json.dumps(out))
+"""
+
+
+def test_when_no_worker_thread_can_start_the_attempt_is_busy_and_its_slot_is_freed():
+    # A fresh interpreter, so that no idle worker thread exists and a new one must start.
+    completed = subprocess.run([sys.executable, "-c", _NO_THREAD_CHILD], capture_output=True,
+                               text=True, timeout=120, check=True)
+    out = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert out["invoke"] == {"ok": False, "error": "busy", "retryable": True}
+    assert out["runner_read"]["error"] == "busy" and out["runner_read"]["attempts"] == 0
+    assert out["runner_write"]["error"] == "busy" and out["runner_write"]["attempts"] == 0
+    assert out["slot_free"] is True  # the acquired slot was released: nothing holds it
+    assert out["after"] == {"ok": True, "data": "ran"}
+    assert out["calls"] == ["d"]  # nothing ran while no thread could start

@@ -10,6 +10,14 @@ A tool's ``max_concurrency`` is a semaphore owned by the tool's registry entry. 
 handler keeps its slot until it really returns, so a stuck dependency cannot be flooded with
 new calls while the old ones still hang.
 
+How long a caller can wait, truthfully: ``timeout_seconds`` bounds two waits, one after the
+other (as Temporal separates schedule-to-start from start-to-close): up to
+``timeout_seconds`` for a free slot, then up to ``timeout_seconds`` for the handler and the
+rendering of its value. The worst case for one attempt is therefore **2 × timeout_seconds**
+(and a runner's read may make ``max_attempts`` such attempts, with backoff between them).
+When no worker thread can be started at all, the attempt is ``busy`` at once and its slot is
+released: nothing ran.
+
 Coroutine handlers (``async def``) are served too, so one registry answers sync and async
 callers alike (docs/design.md#async-path):
 
@@ -62,7 +70,10 @@ class WorkerPool:
         return self._started
 
     def submit(self, task: Callable[[], None]) -> None:
-        """Run ``task`` on an idle worker, or on a new daemon thread when none is idle."""
+        """Run ``task`` on an idle worker, or on a new daemon thread when none is idle.
+
+        Raises :class:`WorkerUnavailable` when a thread is needed and cannot be started.
+        """
         with self._lock:
             if self._idle:
                 self._idle -= 1
@@ -73,7 +84,12 @@ class WorkerPool:
         thread = threading.Thread(
             target=self._work, args=(task,), name=f"{self._name}-{number}", daemon=True
         )
-        thread.start()
+        try:
+            thread.start()
+        except RuntimeError as exc:  # "can't start new thread": out of memory or threads
+            with self._lock:
+                self._started -= 1
+            raise WorkerUnavailable(str(exc)) from exc
 
     def _work(self, task: Callable[[], None]) -> None:
         while True:
@@ -128,7 +144,8 @@ _T = TypeVar("_T")
 
 
 class WorkerUnavailable(RuntimeError):
-    """No worker thread could be started for an async caller: nothing ran."""
+    """No worker thread could be started (the process is out of memory or threads): nothing
+    ran. The boundary answers ``busy``."""
 
 
 class DeadlinePassed(Exception):
@@ -284,12 +301,21 @@ def run_limited(
     attempt: Attempt,
     timeout: float,
     slot: threading.Semaphore | None,
+    finish: Callable[[Any], Any] | None = None,
 ) -> str:
     """Run one attempt under the tool's limits; returns "busy", "timeout" or "finished".
 
-    "busy": no slot freed, or the attempt had not started when its time ran out (it is
-    cancelled and never runs). "timeout": the handler started and is still running.
-    "finished": ``attempt.value`` or ``attempt.error`` holds what the handler did.
+    "busy": no slot freed, no worker thread could be started, or the attempt had not started
+    when its time ran out (it is cancelled and never runs; the slot is released). "timeout":
+    the handler started and is still running. "finished": ``attempt.value`` or
+    ``attempt.error`` holds what the handler did.
+
+    ``finish`` (rendering, for the boundary) runs on the worker right after the handler
+    returns, inside the attempt and its timeout and holding its slot; ``attempt.value`` is then
+    what ``finish`` made of the handler's value, and the raw value is not kept.
+
+    Worst case for the caller: up to ``timeout`` waiting for a slot, then up to ``timeout``
+    for the handler (and ``finish``): 2 × ``timeout_seconds`` in all.
     """
     if slot is not None and not slot.acquire(timeout=timeout):
         return "busy"
@@ -322,7 +348,9 @@ def run_limited(
         if not begin():
             return
         try:
-            attempt.value = context.run(_in_attempt, attempt, handler, arguments, timeout)
+            value = context.run(_in_attempt, attempt, handler, arguments, timeout)
+            attempt.value = value if finish is None else finish(value)
+            del value
         except (DeadlinePassed, asyncio.CancelledError):
             attempt.timed_out = True
         except BaseException as exc:  # handed to the caller, who re-raises non-Exceptions
@@ -335,7 +363,9 @@ def run_limited(
             return
         _CURRENT.set(attempt)  # the task runs in a copy of the context: never leaks
         try:
-            attempt.value = await _bounded(handler(**arguments), timeout)
+            value = await _bounded(handler(**arguments), timeout)
+            attempt.value = value if finish is None else finish(value)
+            del value
         except (DeadlinePassed, asyncio.CancelledError):
             attempt.timed_out = True  # cancelled: the write may still have happened
         except BaseException as exc:
@@ -355,7 +385,17 @@ def run_limited(
                 slot.release()
             return "busy"
     else:
-        _POOL.submit(body)
+        try:
+            _POOL.submit(body)
+        except WorkerUnavailable:
+            with attempt.lock:
+                attempt.cancelled = True  # nothing ran, and nothing will
+            if slot is not None:
+                slot.release()
+            logging.getLogger("agentkit").warning(
+                "%s %s: busy, no worker thread could be started", attempt.call_id, attempt.tool
+            )
+            return "busy"
     attempt.done.wait(timeout)
     with attempt.lock:
         if attempt.done.is_set():

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from agentkit.boundary.authorization import authorize
 from agentkit.boundary.concurrency import Attempt, WorkerUnavailable, run_limited, run_on_worker
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, classify_exception, failure
-from agentkit.boundary.redaction import safe_name, shape_output
+from agentkit.boundary.redaction import safe_name, shape_output, type_name
 from agentkit.boundary.registry import RegisteredTool, ToolRegistry
 from agentkit.boundary.schema import check_arguments
-from agentkit.boundary.spec import Effect
+from agentkit.boundary.spec import Effect, ToolSpec
 
 log = logging.getLogger("agentkit")
 
@@ -142,6 +143,7 @@ def execute(
         attempt=attempt,
         timeout=spec.timeout_seconds,
         slot=entry.slot,
+        finish=renderer(registry, spec, call_id),
     )
     if status == "busy":
         log.warning("%s %s: busy, no slot within %ss", call_id, spec.name, spec.timeout_seconds)
@@ -165,14 +167,27 @@ def execute(
         )
         return failure(code), attempt
 
-    try:
-        shaped = shape_output(
-            attempt.value, spec.max_output_chars, registry.redactor if spec.redact else None
-        )
-    except Exception as exc:
-        log.error("%s %s: result could not be rendered", call_id, spec.name, exc_info=exc)
-        return failure(ErrorCode.TOOL_FAILURE), attempt
-    return shaped, attempt
+    shaped: dict[str, Any] = attempt.value  # rendered on the worker, inside the attempt
+    return dict(shaped), attempt
+
+
+def renderer(registry: ToolRegistry, spec: ToolSpec, call_id: str) -> Callable[[Any], dict[str, Any]]:
+    """The redact/truncate stage for one attempt, run on the worker as soon as the handler
+    returns, so that ``timeout_seconds`` covers it and the raw value is never kept.
+
+    The handler did return, so the result is ok whatever happens here: a value that cannot be
+    rendered at all is shown as ``<unrenderable TYPE>`` (and a write's store records it).
+    """
+    redactor = registry.redactor if spec.redact else None
+
+    def render(value: Any) -> dict[str, Any]:
+        try:
+            return shape_output(value, spec.max_output_chars, redactor)
+        except Exception as exc:  # a bug in redaction must not undo a write that happened
+            log.error("%s %s: result could not be rendered", call_id, spec.name, exc_info=exc)
+            return {"ok": True, "data": f"<unrenderable {type_name(value)}>"[: spec.max_output_chars]}
+
+    return render
 
 
 def _log_late_finish(attempt: Attempt) -> None:

@@ -33,8 +33,8 @@ from agentkit.boundary.canonical import fingerprint_of
 from agentkit.boundary.concurrency import Attempt, WorkerUnavailable, run_limited, run_on_worker
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, failure
-from agentkit.boundary.invoke import execute, new_call_id, preflight
-from agentkit.boundary.redaction import safe_name, shape_output
+from agentkit.boundary.invoke import execute, new_call_id, preflight, renderer
+from agentkit.boundary.redaction import safe_name
 from agentkit.boundary.registry import RegisteredTool, ToolRegistry
 from agentkit.boundary.spec import Effect, ToolSpec
 from agentkit.policy.approvals import EXPIRED, PENDING, RUNNING, SETTLED, Approvals
@@ -359,9 +359,13 @@ class ToolRunner:
                        "budget_exhausted", started)
             return "unknown", None
         probe = Attempt(tool=spec.name, call_id=call.call_id)
+        lookup = spec.status_lookup
+        assert lookup is not None
+        render = renderer(self.registry, spec, call.call_id)
         status = run_limited(
-            spec.status_lookup, call.arguments, attempt=probe, timeout=spec.timeout_seconds, slot=None
-        )  # type: ignore[arg-type]
+            lookup, call.arguments, attempt=probe, timeout=spec.timeout_seconds, slot=None,
+            finish=lambda value: None if value is None else render(value),
+        )
         receipt = None
         if status != "finished":
             outcome = "unknown"
@@ -375,8 +379,7 @@ class ToolRunner:
             outcome = "not_done"
         else:
             outcome = "done"
-            redactor = self.registry.redactor if spec.redact else None
-            receipt = shape_output(probe.value, spec.max_output_chars, redactor)
+            receipt = dict(probe.value)  # rendered on the worker, like a handler's value
         self._note(call.call_id, spec.name, spec.effect.value, "status_lookup", call.number, outcome, started)
         return outcome, receipt
 
