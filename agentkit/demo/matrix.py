@@ -114,7 +114,8 @@ class CellResult:
     handler_calls: int  # real handler calls, in every process
     attempts: int  # the ``attempts`` of the last result
     budget_used: int  # units the runner's budget spent
-    writes: int  # writes that landed in the tool's ledger (0 for a read)
+    writes: int | None  # writes that landed in the demo tool's ledger (0 for a read; None
+    # for a tool of yours, whose writes land where its handler puts them)
     steps: list[tuple[str, dict[str, Any]]]  # (what was done, what the model saw)
     runner: ToolRunner = dataclasses.field(repr=False)  # for ``runner.trace.to_frame()``
 
@@ -125,10 +126,11 @@ class CellResult:
         for action, result in self.steps:
             lines.append(action)
             lines.append(f"  -> {_summary(result)}")
-        lines.append(
-            f"handler calls: {self.handler_calls}, attempts: {self.attempts}, "
-            f"budget used: {self.budget_used}, writes landed: {self.writes}"
-        )
+        counts = (f"handler calls: {self.handler_calls}, attempts: {self.attempts}, "
+                  f"budget used: {self.budget_used}")
+        if self.writes is not None:
+            counts += f", writes landed: {self.writes}"
+        lines.append(counts)
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -187,7 +189,7 @@ def cell_result(failure: str, bench: Bench) -> CellResult:
         handler_calls=bench.handler_calls,
         attempts=int(result.get("attempts", 0)),
         budget_used=bench.runner.budget.used,
-        writes=bench.ledger.writes,
+        writes=bench.ledger.writes if bench.demo_tool else None,
         steps=list(bench.steps),
         runner=bench.runner,
     )

@@ -259,6 +259,7 @@ class Bench:
     ) -> None:
         self.effect = Effect(effect)
         self.ledger = ledger if ledger is not None else Ledger()
+        self.demo_tool = spec is None  # True: the synthetic tool, whose writes land in ledger
         base = spec if spec is not None else make_tool(self.effect, self.ledger)
         self.fault = fault(base.handler)
         self.spec = dataclasses.replace(base, handler=self.fault, **spec_changes)
