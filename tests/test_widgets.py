@@ -263,7 +263,7 @@ def test_stepper_matches_run_agent_step_for_step(tmp_path, corpus):
     # One short readable line per step, the full JSON behind a toggle (a <details> element).
     assert stepper.log_html.value.count("<details") == len(expected.steps)
     for step in expected.steps:
-        assert f"<summary class=\"agentkit-step-line\"" in stepper.log_html.value
+        assert '<summary class="agentkit-step-line"' in stepper.log_html.value
         assert step.line() in log_text and len(step.line()) < 200
     assert '"ok": true' in log_text
     assert '\\"id\\"' not in log_text  # data laid out as JSON, not escaped inside a string
