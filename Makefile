@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 
-.PHONY: install lab test test-unit test-notebooks test-browser test-interop lint typecheck notebooks bench clean
+.PHONY: install lab test test-unit test-postgres test-notebooks test-browser test-interop lint typecheck notebooks bench clean
 
 install: $(STAMP)
 
@@ -32,6 +32,14 @@ test: install
 
 test-unit: install
 	$(BIN)/python -m pytest tests -m "not browser and not interop"
+
+## The store suites against a real PostgreSQL server: a throwaway cluster on 127.0.0.1
+## (tools/pg_cluster.sh; installs Debian's postgresql when missing), stopped afterwards.
+## CI=true makes an unreachable server a failure instead of a skip.
+test-postgres: install
+	@pg_env="$$(tools/pg_cluster.sh start)" && trap 'tools/pg_cluster.sh stop' EXIT && \
+	eval "$$pg_env" && \
+	CI=true $(BIN)/python -m pytest tests/test_stores.py tests/test_store_runner.py -p no:cacheprovider
 
 ## The MCP server through another implementation: the MCP Inspector's CLI (npx, from npm;
 ## needs Debian's nodejs and npm, which .ci/run installs). Skips without npx, except under CI.

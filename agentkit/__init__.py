@@ -34,6 +34,9 @@ from agentkit.policy.stores import IdempotencyStore, SQLiteIdempotencyStore
 if TYPE_CHECKING:  # the lazy modules' types (``as`` marks them re-exported, not unused)
     from agentkit.demo import faults as faults
     from agentkit.demo import matrix as matrix
+    from agentkit.policy.stores.postgres import (
+        PostgresIdempotencyStore as PostgresIdempotencyStore,
+    )
 
 __all__ = [
     "Budget",
@@ -41,6 +44,7 @@ __all__ = [
     "Effect",
     "ErrorCode",
     "IdempotencyStore",
+    "PostgresIdempotencyStore",
     "SQLiteIdempotencyStore",
     "ToolRegistry",
     "ToolRunner",
@@ -52,15 +56,21 @@ __all__ = [
 
 #: Demo modules reachable as ``agentkit.faults`` / ``from agentkit import matrix``, loaded lazily.
 _LAZY_MODULES = {"faults": "agentkit.demo.faults", "matrix": "agentkit.demo.matrix"}
+#: Names loaded from their module on first use: the PostgreSQL store (optional extra
+#: ``postgres``) keeps psycopg out of ``import agentkit``.
+_LAZY_NAMES = {"PostgresIdempotencyStore": "agentkit.policy.stores.postgres"}
 
 
 def __getattr__(name: str) -> Any:
     home = _LAZY_MODULES.get(name)
-    if home is None:
+    if home is not None:
+        value: Any = importlib.import_module(home)
+    elif name in _LAZY_NAMES:
+        value = getattr(importlib.import_module(_LAZY_NAMES[name]), name)
+    else:
         raise AttributeError(f"module 'agentkit' has no attribute {name!r}")
-    module = importlib.import_module(home)
-    globals()[name] = module
-    return module
+    globals()[name] = value
+    return value
 
 
 # A library never configures logging; without this, Python's last-resort handler would print

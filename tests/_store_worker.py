@@ -1,15 +1,22 @@
 """A child process for tests/test_stores.py: one store user in its own process.
 
-Run as ``python _store_worker.py MODE DB KEY WORKDIR [N]``. Every real run of the operation
-appends a line to ``WORKDIR/ops.log``, so the parent counts runs on disk, across processes
-and across crashes, instead of trusting any result.
+Run as ``python _store_worker.py MODE STORE KEY WORKDIR [N]``, STORE being ``sqlite:PATH`` or
+``postgres:DSN``. Every real run of the operation appends a line to ``WORKDIR/ops.log``
+(O_APPEND), so the parent counts runs on disk, across processes and across crashes, instead
+of trusting any result.
 
 Modes:
     race                 N processes start together (a file barrier) and call run_once on one
                          key; the one that runs waits until the others have answered.
-    crash_after_write    the write takes effect (atomic file write), then the process dies
-                         before run_once can record the result.
-    crash_before_write   the process dies inside the operation before the write.
+    many                 N processes start together and each calls run_once on 50 keys
+                         (KEY-0 … KEY-49, each process in its own order); every answer is
+                         logged to WORKDIR/answers.
+    crash_after_write    the write takes effect (atomic file write), then the process is
+                         killed (SIGKILL) before run_once can record the result.
+    crash_before_write   the process is killed (SIGKILL) inside the operation, before the write.
+    recover              a new process: run_once with a status lookup that reads the write
+                         back from disk; its answer is logged to WORKDIR/answers.
+    open_approval        creates a pending approval record with id KEY.
     hold                 claims the key with an operation that blocks until stdin closes.
 """
 
@@ -17,11 +24,16 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from agentkit.policy.stores import SQLiteIdempotencyStore
+from agentkit.policy.stores import PostgresIdempotencyStore, SQLiteIdempotencyStore
+
+KEYS = 50
 
 WAIT_SECONDS = 10.0
 
@@ -57,11 +69,22 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def open_store(spec: str) -> Any:
+    kind, _, where = spec.partition(":")
+    if kind == "postgres":
+        return PostgresIdempotencyStore(where)
+    return SQLiteIdempotencyStore(where)
+
+
+def die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)  # no cleanup, no finally: as a crash would
+
+
 def main() -> None:
-    mode, db, key, workdir = sys.argv[1:5]
+    mode, spec, key, workdir = sys.argv[1:5]
     work = Path(workdir)
     ops = work / "ops.log"
-    store = SQLiteIdempotencyStore(db)
+    store = open_store(spec)
 
     if mode == "race":
         n = int(sys.argv[5])
@@ -76,12 +99,28 @@ def main() -> None:
         result = store.run_once(key, operation, "fp")
         append(work / "answers", json.dumps(result))
 
+    elif mode == "many":
+        n = int(sys.argv[5])
+        append(work / "ready", str(os.getpid()))
+        wait_for_lines(work / "ready", n)
+        keys = [f"{key}-{i}" for i in range(KEYS)]
+        random.Random(os.getpid()).shuffle(keys)
+        for k in keys:
+
+            def operation(k: str = k) -> dict:
+                append(ops, k)
+                return {"ok": True, "data": k}
+
+            result = store.run_once(k, operation, "fp")
+            append(work / "answers", json.dumps({"key": k, **result}))
+
     elif mode == "crash_after_write":
 
         def operation() -> dict:
             write_atomically(work / "sent.txt", "sent")
             append(ops, str(os.getpid()))
-            os._exit(1)  # killed after the write landed, before the result is stored
+            die()  # killed after the write landed, before the result is stored
+            raise AssertionError("not reached")
 
         store.run_once(key, operation, "fp")
 
@@ -89,9 +128,28 @@ def main() -> None:
 
         def operation() -> dict:
             append(work / "started", str(os.getpid()))
-            os._exit(1)  # killed before the write
+            die()  # killed before the write
+            raise AssertionError("not reached")
 
         store.run_once(key, operation, "fp")
+
+    elif mode == "recover":
+        sent = work / "sent.txt"
+
+        def lookup() -> dict | None:
+            return {"ok": True, "data": sent.read_text()} if sent.exists() else None
+
+        def operation() -> dict:
+            write_atomically(sent, "sent")
+            append(ops, str(os.getpid()))
+            return {"ok": True, "data": "sent"}
+
+        result = store.run_once(key, operation, "fp", recover=lookup)
+        append(work / "answers", json.dumps(result))
+
+    elif mode == "open_approval":
+        record = store.create_approval(key, {"state": "pending", "opened_by": os.getpid()})
+        append(work / "answers", json.dumps(record))
 
     elif mode == "hold":
 

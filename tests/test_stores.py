@@ -8,16 +8,23 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agentkit.policy.stores import IdempotencyStore, SQLiteIdempotencyStore, StoreError
+from agentkit.policy.stores import (
+    IdempotencyStore,
+    PostgresIdempotencyStore,
+    SQLiteIdempotencyStore,
+    StoreError,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).with_name("_store_worker.py")
@@ -69,6 +76,61 @@ class Clock:
         return self.now
 
 
+# --------------------------------------------------------------------------- PostgreSQL
+
+PG_DSN = os.environ.get("AGENTKIT_TEST_PG_DSN", "")
+IN_CI = os.environ.get("CI", "").lower() == "true"
+PG_CLUSTER = ROOT / "tools" / "pg_cluster.sh"
+
+
+def pg_unavailable(reason: str) -> None:
+    """Skip, with the reason, where PostgreSQL is optional; fail in CI, where it is not."""
+    if IN_CI:
+        pytest.fail(f"CI=true, so the PostgreSQL store tests must run, but {reason}")
+    pytest.skip(reason)
+
+
+def pg_dsn() -> str:
+    """The test server's DSN, checked reachable once per test that needs it."""
+    if not PG_DSN:
+        pg_unavailable(
+            "AGENTKIT_TEST_PG_DSN is not set: run `make test-postgres`, or"
+            ' eval "$(tools/pg_cluster.sh start)" first'
+        )
+    try:
+        import psycopg
+    except ImportError:
+        pg_unavailable("psycopg is not installed: pip install -e '.[postgres]'")
+    try:
+        psycopg.connect(PG_DSN, connect_timeout=5).close()
+    except psycopg.Error as exc:
+        pg_unavailable(f"no PostgreSQL server answers at AGENTKIT_TEST_PG_DSN ({exc})")
+    return PG_DSN
+
+
+class PgSchema:
+    """A fresh schema per test (its own tables), reached through the DSN's search_path."""
+
+    def __init__(self) -> None:
+        import psycopg
+        from psycopg.conninfo import make_conninfo
+
+        base = pg_dsn()
+        self.name = f"t_{os.urandom(6).hex()}"
+        self.admin = psycopg.connect(base, autocommit=True)
+        self.admin.execute(f"CREATE SCHEMA {self.name}")
+        self.admin.execute(f"SET search_path = {self.name}")
+        self.dsn = make_conninfo(base, options=f"-c search_path={self.name}")
+
+    def execute(self, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        cur = self.admin.execute(statement, params)
+        return cur.fetchall() if cur.description else []
+
+    def drop(self) -> None:
+        self.admin.execute(f"DROP SCHEMA {self.name} CASCADE")
+        self.admin.close()
+
+
 class Backend:
     """Makes stores of one kind and lets time pass on their clock (no sleeps)."""
 
@@ -77,29 +139,73 @@ class Backend:
         self.tmp_path = tmp_path
         self.clock = Clock()
         self.made: list[Any] = []
+        self.pg = PgSchema() if kind == "postgres" else None
 
     def __call__(self, claim_ttl_seconds: float = 300, **options: Any) -> Any:
         if self.kind == "memory":
             store: Any = IdempotencyStore(claim_ttl_seconds, clock=self.clock, **options)
+        elif self.kind == "sqlite":
+            store = SQLiteIdempotencyStore(self.path, claim_ttl_seconds, clock=self.clock, **options)
         else:
-            store = SQLiteIdempotencyStore(
-                self.tmp_path / "store.sqlite", claim_ttl_seconds, clock=self.clock, **options
-            )
+            assert self.pg is not None
+            store = PostgresIdempotencyStore(self.pg.dsn, claim_ttl_seconds, **options)
         self.made.append(store)
         return store
 
+    @property
+    def path(self) -> Path:
+        return self.tmp_path / "store.sqlite"
+
+    @property
+    def spec(self) -> str:
+        """How a child process opens the same store (tests/_store_worker.py)."""
+        if self.pg is not None:
+            return f"postgres:{self.pg.dsn}"
+        assert self.kind == "sqlite"
+        return f"sqlite:{self.path}"
+
+    def sql(self, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Run SQL on the store's tables, written for PostgreSQL (``agentkit_claims``, %s)."""
+        if self.pg is not None:
+            return self.pg.execute(statement, params)
+        conn = sqlite3.connect(self.path)
+        try:
+            with conn:
+                rows = conn.execute(
+                    statement.replace("agentkit_", "").replace("%s", "?"), params
+                ).fetchall()
+        finally:
+            conn.close()
+        return rows
+
     def advance(self, seconds: float) -> None:
         """Let ``seconds`` pass for every lease in the store."""
-        self.clock.now += seconds
+        if self.pg is None:
+            self.clock.now += seconds
+        elif self.pg.execute("SELECT to_regclass('agentkit_claims') IS NOT NULL")[0][0]:
+            # The database's clock cannot be moved: move the deadlines back instead.
+            self.pg.execute(
+                "UPDATE agentkit_claims SET lease_until = lease_until - %s", (seconds,)
+            )
 
     def close(self) -> None:
         for store in self.made:
             store.close()
+        if self.pg is not None:
+            self.pg.drop()
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def make_store(request: pytest.FixtureRequest, tmp_path: Path):
     """Every store, same tests: the semantics are one contract."""
+    backend = Backend(request.param, tmp_path)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def durable(request: pytest.FixtureRequest, tmp_path: Path):
+    """The stores that several processes share."""
     backend = Backend(request.param, tmp_path)
     yield backend
     backend.close()
@@ -125,13 +231,6 @@ def worker_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     return env
-
-
-def run_worker(mode: str, db: Path, work: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(WORKER), mode, str(db), "k", str(work), *extra],
-        env=worker_env(), capture_output=True, text=True, timeout=30, check=False,
-    )
 
 
 def log_lines(path: Path) -> list[str]:
@@ -589,27 +688,32 @@ def test_sqlite_closed_store_refuses_work(sqlite_path: Path) -> None:
     assert op.calls == 0
 
 
-# --------------------------------------------------------------------------- SQLite: processes
+# --------------------------------------------------------------------------- processes
 
 
-def test_four_processes_run_the_operation_once(tmp_path: Path) -> None:
-    db, n = tmp_path / "store.sqlite", 4
+def start_workers(mode: str, durable: Backend, work: Path, n: int, key: str = "k") -> None:
+    """Run ``n`` workers at once on the durable store; each must exit 0."""
     procs = [
         subprocess.Popen(
-            [sys.executable, str(WORKER), "race", str(db), "k", str(tmp_path), str(n)],
+            [sys.executable, str(WORKER), mode, durable.spec, key, str(work), str(n)],
             env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         for _ in range(n)
     ]
     try:
         for p in procs:
-            _, err = p.communicate(timeout=30)
+            _, err = p.communicate(timeout=120)
             assert p.returncode == 0, err
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.communicate()
+
+
+def test_four_processes_run_the_operation_once(durable: Backend, tmp_path: Path) -> None:
+    n = 4
+    start_workers("race", durable, tmp_path, n)
     assert len(log_lines(tmp_path / "ops.log")) == 1
     answers = [json.loads(line) for line in log_lines(tmp_path / "answers")]
     assert len(answers) == n
@@ -619,63 +723,86 @@ def test_four_processes_run_the_operation_once(tmp_path: Path) -> None:
     assert all(a.get("error") == "in_progress" or a.get("replayed") for a in others)
 
 
-def test_crash_after_the_write_is_recovered_without_a_second_write(tmp_path: Path) -> None:
-    db = tmp_path / "store.sqlite"
-    child = run_worker("crash_after_write", db, tmp_path)
-    assert child.returncode == 1, child.stderr
+def test_four_processes_by_fifty_keys_run_each_key_exactly_once(
+    durable: Backend, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 14's contention figure: 4 processes × 50 keys against one database."""
+    n, keys = 4, 50
+    started = time.perf_counter()
+    start_workers("many", durable, tmp_path, n)
+    elapsed = time.perf_counter() - started
+    runs = log_lines(tmp_path / "ops.log")
+    assert sorted(runs) == sorted(f"k-{i}" for i in range(keys))  # each key ran exactly once
+    answers = [json.loads(line) for line in log_lines(tmp_path / "answers")]
+    assert len(answers) == n * keys
+    for a in answers:
+        assert a.get("ok") or a.get("error") == "in_progress", a
+    fresh = [a["key"] for a in answers if a.get("ok") and not a.get("replayed")]
+    assert sorted(fresh) == sorted(runs)  # every run was answered fresh exactly once
+    with capsys.disabled():
+        print(f"\n[{durable.kind}] {n} processes x {keys} keys: {len(runs)} runs,"
+              f" {len(answers)} answers, {elapsed:.2f} s")
+    store = durable()
+    assert all(store.result(f"k-{i}") is not None for i in range(keys))
+
+
+def run_worker(mode: str, durable: Backend, work: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(WORKER), mode, durable.spec, "k", str(work)],
+        env=worker_env(), capture_output=True, text=True, timeout=60, check=False,
+    )
+
+
+def test_crash_after_the_write_is_recovered_without_a_second_write(
+    durable: Backend, tmp_path: Path
+) -> None:
+    """A child claims, writes and is SIGKILLed; a new process's status lookup recovers."""
+    child = run_worker("crash_after_write", durable, tmp_path)
+    assert child.returncode == -signal.SIGKILL, child.stderr
     assert len(log_lines(tmp_path / "ops.log")) == 1
-
-    def lookup() -> dict[str, Any] | None:
-        sent = tmp_path / "sent.txt"
-        return {"ok": True, "data": sent.read_text()} if sent.exists() else None
-
+    claims = durable.sql("SELECT host, pid FROM agentkit_claims")
+    assert len(claims) == 1  # the dead child's claim is still there, lease unexpired
+    recovered = run_worker("recover", durable, tmp_path)  # default lease: the dead pid is gone
+    assert recovered.returncode == 0, recovered.stderr
+    assert [json.loads(line) for line in log_lines(tmp_path / "answers")] == [
+        {"ok": True, "data": "sent"}
+    ]
     op = Op(OK)
-    with SQLiteIdempotencyStore(db) as store:  # default lease: the dead pid makes it stale
-        assert store.run_once("k", op, "fp", recover=lookup) == {"ok": True, "data": "sent"}
-        assert store.run_once("k", op, "fp")["replayed"] is True
+    store = durable()
+    assert store.run_once("k", op, "fp")["replayed"] is True
     assert op.calls == 0
+    assert len(log_lines(tmp_path / "ops.log")) == 1  # no key ran twice
+
+
+def test_crash_before_the_write_runs_once_after_recovery(durable: Backend, tmp_path: Path) -> None:
+    child = run_worker("crash_before_write", durable, tmp_path)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    assert len(log_lines(tmp_path / "started")) == 1
+    assert log_lines(tmp_path / "ops.log") == []
+    for _ in range(2):  # the first new process writes; the second finds it done
+        recovered = run_worker("recover", durable, tmp_path)
+        assert recovered.returncode == 0, recovered.stderr
+    answers = [json.loads(line) for line in log_lines(tmp_path / "answers")]
+    assert answers == [{"ok": True, "data": "sent"}, {"ok": True, "data": "sent", "replayed": True}]
     assert len(log_lines(tmp_path / "ops.log")) == 1
 
 
-def test_crash_before_the_write_runs_once_after_recovery(tmp_path: Path) -> None:
-    db = tmp_path / "store.sqlite"
-    child = run_worker("crash_before_write", db, tmp_path)
-    assert child.returncode == 1, child.stderr
-    assert len(log_lines(tmp_path / "started")) == 1
-    sent, ops = tmp_path / "sent.txt", tmp_path / "ops.log"
-
-    def lookup() -> dict[str, Any] | None:
-        return {"ok": True, "data": sent.read_text()} if sent.exists() else None
-
-    def operation() -> dict[str, Any]:
-        sent.write_text("sent")
-        with open(ops, "a") as f:
-            f.write(f"{os.getpid()}\n")
-        return {"ok": True, "data": "sent"}
-
-    with SQLiteIdempotencyStore(db) as store:
-        assert store.run_once("k", operation, "fp", recover=lookup) == {"ok": True, "data": "sent"}
-        assert store.run_once("k", operation, "fp", recover=lookup)["replayed"] is True
-    assert log_lines(ops) == [str(os.getpid())]
-
-
-def test_a_live_owner_is_never_taken_over_until_it_dies(tmp_path: Path) -> None:
-    db = tmp_path / "store.sqlite"
+def test_a_live_owner_is_never_taken_over_until_it_dies(durable: Backend, tmp_path: Path) -> None:
     child = subprocess.Popen(
-        [sys.executable, str(WORKER), "hold", str(db), "k", str(tmp_path)],
+        [sys.executable, str(WORKER), "hold", durable.spec, "k", str(tmp_path)],
         env=worker_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     try:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "claimed"
         op, lookup = Op(OK), Lookup(None)
-        with SQLiteIdempotencyStore(db) as store:
-            assert store.run_once("k", op, "fp", recover=lookup)["error"] == "in_progress"
-            assert (op.calls, lookup.calls) == (0, 0)
-            child.kill()
-            child.wait(WAIT)
-            assert store.run_once("k", op, "fp", recover=lookup) == OK
-            assert (op.calls, lookup.calls) == (1, 1)
+        store = durable()
+        assert store.run_once("k", op, "fp", recover=lookup)["error"] == "in_progress"
+        assert (op.calls, lookup.calls) == (0, 0)
+        child.kill()
+        child.wait(WAIT)
+        assert store.run_once("k", op, "fp", recover=lookup) == OK
+        assert (op.calls, lookup.calls) == (1, 1)
     finally:
         if child.poll() is None:
             child.kill()
@@ -686,20 +813,34 @@ def test_a_live_owner_is_never_taken_over_until_it_dies(tmp_path: Path) -> None:
             child.stdout.close()
 
 
+def test_a_claim_from_another_host_is_judged_by_its_lease_alone(durable: Backend) -> None:
+    """A pid means nothing across machines: a foreign claim naming a dead pid stays live."""
+    store = durable(TINY_TTL)
+    assert store.run_once("k", Op(UNKNOWN), "fp") == UNKNOWN
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    durable.sql(
+        "UPDATE agentkit_claims SET host = %s, pid = %s, start_time = NULL,"
+        " lease_until = lease_until + 3600",
+        ("worker-7.elsewhere", int(gone)),
+    )
+    op, lookup = Op(OK), Lookup(None)
+    assert store.run_once("k", op, "fp", recover=lookup)["error"] == "in_progress"
+    assert (op.calls, lookup.calls) == (0, 0)  # that pid is dead *here*: no matter
+    durable.advance(3600 + LEASE_PASSES)  # the foreign lease passes
+    assert store.run_once("k", op, "fp", recover=lookup) == OK
+    assert (op.calls, lookup.calls) == (1, 1)
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
-def test_claim_of_an_earlier_process_with_our_pid_is_stale(sqlite_path: Path) -> None:
+def test_claim_of_an_earlier_process_with_our_pid_is_stale(durable: Backend) -> None:
     """A container restart gives the new process the old pid: the start time tells them apart."""
     op = Op(UNKNOWN, OK)
-    with SQLiteIdempotencyStore(sqlite_path) as store:
-        store.run_once("k", op, "fp")
-        assert store.run_once("k", op, "fp")["error"] == "in_progress"  # ours, alive
-        conn = sqlite3.connect(sqlite_path)
-        try:
-            with conn:
-                conn.execute("UPDATE claims SET start_time = start_time - 1")
-        finally:
-            conn.close()
-        assert store.run_once("k", op, "fp", recover=Lookup(None)) == OK
+    store = durable()
+    store.run_once("k", op, "fp")
+    assert store.run_once("k", op, "fp")["error"] == "in_progress"  # ours, alive
+    durable.sql("UPDATE agentkit_claims SET start_time = start_time - 1")
+    assert store.run_once("k", op, "fp", recover=Lookup(None)) == OK
     assert op.calls == 2
 
 
@@ -709,25 +850,19 @@ def _start_time(pid: int) -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
-def test_a_reused_pid_is_told_apart_by_its_start_time(sqlite_path: Path) -> None:
+def test_a_reused_pid_is_told_apart_by_its_start_time(durable: Backend) -> None:
     """A claim names a live pid (our parent): alive if the start time matches, else gone."""
     parent = os.getppid()
     op, lookup = Op(UNKNOWN, OK), Lookup(None)
-    with SQLiteIdempotencyStore(sqlite_path) as store:
-        store.run_once("k", op, "fp")
-        conn = sqlite3.connect(sqlite_path)
-        try:
-            with conn:
-                conn.execute(
-                    "UPDATE claims SET pid = ?, start_time = ?", (parent, _start_time(parent))
-                )
-            assert store.run_once("k", op, "fp", recover=lookup)["error"] == "in_progress"
-            assert (op.calls, lookup.calls) == (1, 0)
-            with conn:
-                conn.execute("UPDATE claims SET start_time = start_time + 1")
-        finally:
-            conn.close()
-        assert store.run_once("k", op, "fp", recover=lookup) == OK
+    store = durable()
+    store.run_once("k", op, "fp")
+    durable.sql(
+        "UPDATE agentkit_claims SET pid = %s, start_time = %s", (parent, _start_time(parent))
+    )
+    assert store.run_once("k", op, "fp", recover=lookup)["error"] == "in_progress"
+    assert (op.calls, lookup.calls) == (1, 0)
+    durable.sql("UPDATE agentkit_claims SET start_time = start_time + 1")
+    assert store.run_once("k", op, "fp", recover=lookup) == OK
     assert (op.calls, lookup.calls) == (2, 1)
 
 
@@ -902,3 +1037,190 @@ def test_sqlite_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:
 def test_sqlite_refuses_a_folder_given_as_the_file(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="is a folder"):
         SQLiteIdempotencyStore(tmp_path)
+
+
+# --------------------------------------------------------------------------- approvals: processes
+
+
+def test_an_approval_opened_by_another_process_is_listed_here(durable: Backend, tmp_path: Path) -> None:
+    store = durable()
+    store.create_approval("mine", {"state": "pending", "opened_by": os.getpid()})
+    child = run_worker("open_approval", durable, tmp_path)  # key "k" is the approval id
+    assert child.returncode == 0, child.stderr
+    [theirs] = [json.loads(line) for line in log_lines(tmp_path / "answers")]
+    assert theirs["opened_by"] != os.getpid()
+    assert store.list_approvals("pending") == [
+        {"state": "pending", "opened_by": os.getpid()}, theirs,
+    ]
+
+
+# --------------------------------------------------------------------------- PostgreSQL only
+
+
+@pytest.fixture
+def pg(tmp_path: Path):
+    backend = Backend("postgres", tmp_path)
+    yield backend
+    backend.close()
+
+
+def pg_cluster(command: str) -> None:
+    """Restart, stop or start the test server (it must be tools/pg_cluster.sh's)."""
+    if not os.environ.get("AGENTKIT_PG_STATE"):
+        pg_unavailable(
+            "this test restarts the server, so it needs the cluster of tools/pg_cluster.sh"
+            " (AGENTKIT_PG_STATE is not set)"
+        )
+    subprocess.run([str(PG_CLUSTER), command], check=True, capture_output=True, timeout=120)
+
+
+def test_pg_schema_is_created_once_by_workers_starting_together(pg: Backend) -> None:
+    n = 6
+    stores = [pg() for _ in range(n)]
+    start = threading.Barrier(n, timeout=WAIT)
+    answers: list[dict[str, Any]] = []
+    errors: list[BaseException] = []
+
+    def first_use(store: Any) -> None:
+        start.wait()
+        try:
+            answers.append(store.run_once("k", Op(OK), "fp"))
+        except BaseException as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first_use, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert errors == []
+    assert sum(1 for a in answers if a == OK) == 1
+    assert pg.sql("SELECT version FROM agentkit_schema") == [(1,)]
+
+
+def test_pg_a_newer_schema_is_refused_with_a_clear_error(
+    pg: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    pg().result("k")  # creates the schema
+    pg.sql("INSERT INTO agentkit_schema (version) VALUES (99)")
+    store, op = pg(), Op(OK)
+    with pytest.raises(StoreError, match="schema version 99, newer than this agentkit"):
+        store.result("k")
+    with caplog.at_level("ERROR", logger="agentkit"):
+        assert store.run_once("k", op, "fp") == BUSY
+    assert op.calls == 0
+    assert "schema version 99" in caplog.text
+
+
+def test_pg_commits_wait_for_the_wal_flush(pg: Backend) -> None:
+    store = pg()
+    store.result("k")
+    with store._pool.connection() as conn:  # the store's own connections
+        assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
+
+
+def test_pg_lease_deadlines_come_from_the_database_clock(pg: Backend) -> None:
+    store = pg(claim_ttl_seconds=300)
+    assert store.run_once("k", Op(UNKNOWN), "fp") == UNKNOWN
+    [(behind,)] = pg.sql(
+        "SELECT lease_until - extract(epoch FROM clock_timestamp()) FROM agentkit_claims"
+    )
+    assert 290 < behind <= 300
+
+
+def test_pg_killed_connections_are_replaced_before_the_next_call(pg: Backend) -> None:
+    store, op = pg(), Op(OK, OK)
+    assert store.run_once("a", op, "fp") == OK
+    pg.sql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    assert store.run_once("b", op, "fp") == OK
+    assert store.run_once("a", op, "fp")["replayed"] is True
+    assert op.calls == 2
+
+
+def test_pg_a_server_restart_between_two_calls_costs_nothing(pg: Backend) -> None:
+    store, op = pg(), Op(OK, OK)
+    assert store.run_once("a", op, "fp") == OK
+    pg.pg.admin.close()  # type: ignore[union-attr]
+    pg_cluster("restart")
+    pg.pg = PgSchemaReopened(pg.pg)  # type: ignore[arg-type]
+    assert store.run_once("b", op, "fp") == OK
+    assert store.run_once("a", op, "fp")["replayed"] is True  # semantics hold: stored
+    assert op.calls == 2
+
+
+class PgSchemaReopened(PgSchema):
+    """The same schema, on a new admin connection (the old one died with the server)."""
+
+    def __init__(self, old: PgSchema) -> None:
+        import psycopg
+
+        self.name, self.dsn = old.name, old.dsn
+        self.admin = psycopg.connect(pg_dsn(), autocommit=True)
+        self.admin.execute(f"SET search_path = {self.name}")
+
+
+def runner_with(store: Any, calls: list[int]) -> Any:
+    from agentkit import ToolRegistry, ToolRunner, ToolSpec
+
+    def save(name: str) -> dict[str, Any]:
+        calls.append(1)
+        return {"saved": name}
+
+    spec = ToolSpec("save", "Save a file.", "reversible_write", 5.0, 3, 200, save)
+    return ToolRunner(ToolRegistry([spec]), store=store, sleep=lambda s: None)
+
+
+def test_pg_server_down_is_busy_through_the_runner_and_nothing_runs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pg_dsn()  # the driver is installed (skip or fail otherwise)
+    calls: list[int] = []
+    port = free_port()  # nothing listens there: a server that is down
+    store = PostgresIdempotencyStore(
+        f"postgresql://agent:secret@127.0.0.1:{port}/jobs", connect_timeout_seconds=0.5
+    )
+    try:
+        runner = runner_with(store, calls)
+        with caplog.at_level("ERROR", logger="agentkit"):
+            result = runner.call("save", {"name": "a.md"})
+        assert result["error"] == "busy" and result["retryable"] is True
+        assert calls == []
+        assert f"127.0.0.1:{port}/jobs" in caplog.text and "no connection" in caplog.text
+        assert "secret" not in caplog.text and "secret" not in repr(store)
+    finally:
+        store.close()
+
+
+def test_pg_server_stopped_then_started_busy_then_works(
+    pg: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls: list[int] = []
+    store = PostgresIdempotencyStore(pg.pg.dsn, connect_timeout_seconds=1)  # type: ignore[union-attr]
+    pg.made.append(store)
+    runner = runner_with(store, calls)
+    assert runner.call("save", {"name": "a.md"})["ok"] is True
+    pg.pg.admin.close()  # type: ignore[union-attr]
+    pg_cluster("down")
+    try:
+        with caplog.at_level("ERROR", logger="agentkit"):
+            result = runner.call("save", {"name": "b.md"})
+        assert result["error"] == "busy"
+        assert calls == [1]
+        assert "could not claim key" in caplog.text
+    finally:
+        pg_cluster("up")
+        pg.pg = PgSchemaReopened(pg.pg)  # type: ignore[arg-type]
+    assert runner.call("save", {"name": "b.md"})["ok"] is True
+    assert runner.call("save", {"name": "a.md"})["replayed"] is True
+    assert calls == [1, 1]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

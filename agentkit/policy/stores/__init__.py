@@ -7,21 +7,41 @@ One algorithm, several backends (``docs/design.md#stores``):
 - :mod:`~agentkit.policy.stores.memory`: :class:`IdempotencyStore`, in memory, one process;
 - :mod:`~agentkit.policy.stores.sqlite`: :class:`SQLiteIdempotencyStore`, durable, the
   processes of one machine;
+- :mod:`~agentkit.policy.stores.postgres`: :class:`PostgresIdempotencyStore`, durable,
+  the workers of several hosts (optional extra ``postgres``; loaded on first use, so
+  psycopg is never imported by ``import agentkit``);
 - :mod:`~agentkit.policy.stores.owner`: the process-liveness probe (host, pid, start time)
   that tells a claim whose owner was killed from one whose owner is still running.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from agentkit.policy.stores.algorithm import Claim, StoreBase, StoreError, Transaction
 from agentkit.policy.stores.memory import IdempotencyStore
 from agentkit.policy.stores.sqlite import SQLiteIdempotencyStore
 
+if TYPE_CHECKING:
+    from agentkit.policy.stores.postgres import (
+        PostgresIdempotencyStore as PostgresIdempotencyStore,
+    )
+
 __all__ = [
     "Claim",
     "IdempotencyStore",
+    "PostgresIdempotencyStore",
     "SQLiteIdempotencyStore",
     "StoreBase",
     "StoreError",
     "Transaction",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PostgresIdempotencyStore":
+        value = importlib.import_module("agentkit.policy.stores.postgres").PostgresIdempotencyStore
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -195,10 +195,6 @@ class StoreBase:
         """True when the claim's owner is provably gone; the memory store never knows."""
         return False
 
-    def describe(self) -> str:
-        """The store as logs and errors name it (a path, or an address without password)."""
-        return type(self).__name__
-
     # ---- public interface
 
     def run_once(
@@ -238,7 +234,7 @@ class StoreBase:
                     tx, key, fingerprint, ttl, may_take_over=recover is not None
                 )
         except StoreError as exc:
-            logger.error("%s: could not claim key %r, nothing ran: %s", self.describe(), key, exc)
+            logger.error("could not claim key %r, nothing ran (busy): %s", key, exc)
             return failure(ErrorCode.BUSY)
         if isinstance(decision, dict):
             return decision
@@ -420,8 +416,7 @@ class StoreBase:
             self._complete(key, mine, receipt, full_sync)
         except StoreError as exc:
             # The lookup found the write done: say so; the next caller asks the lookup again.
-            logger.error("%s: could not record the receipt of key %r: %s",
-                         self.describe(), key, exc)
+            logger.error("could not record the receipt of key %r: %s", key, exc)
         return receipt
 
     def _run(
@@ -441,8 +436,8 @@ class StoreBase:
                 self._complete(key, mine, result, full_sync)
             except StoreError as exc:
                 logger.error(
-                    "%s: key %r ran but its result could not be recorded, outcome unknown: %s",
-                    self.describe(), key, exc,
+                    "key %r ran but its result could not be recorded, outcome unknown: %s",
+                    key, exc,
                 )
                 self._quietly(self._abandon, key, mine, "the claim keeps its lease")
                 return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
@@ -492,8 +487,7 @@ class StoreBase:
         try:
             step(key, mine)
         except StoreError as exc:
-            logger.error("%s: could not update the claim on key %r (%s): %s",
-                         self.describe(), key, consequence, exc)
+            logger.error("could not update the claim on key %r (%s): %s", key, consequence, exc)
 
 
 def _is_unknown(result: Any) -> bool:

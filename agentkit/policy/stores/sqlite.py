@@ -235,9 +235,6 @@ class SQLiteIdempotencyStore(StoreBase):
             raise
         self._idle.append(conn)
 
-    def describe(self) -> str:
-        return f"SQLite store {self.path}"
-
     def _connect(self) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(

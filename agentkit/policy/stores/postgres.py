@@ -1,0 +1,339 @@
+"""The PostgreSQL store: the same algorithm, for agent workers on several machines.
+
+Install with the ``postgres`` extra (``pip install 'agentkit[postgres]'``: psycopg 3 and its
+connection pool). Nothing here is imported by ``import agentkit``: the class is loaded the
+first time ``agentkit.PostgresIdempotencyStore`` is used.
+
+One clock
+    Workers on several hosts do not share a clock, so every lease deadline is decided by
+    the database: a claim's ``lease_until`` is the server's ``clock_timestamp()`` plus the
+    lease, and it is compared with the server's clock again when someone asks whether it is
+    stale (:meth:`PostgresTransaction.now`).
+
+Owners on other hosts
+    A claim still records its owner (host, pid, start time). On the owner's own host a dead
+    pid makes the claim stale at once, as with SQLite; from any other host a pid means
+    nothing, so a foreign claim is judged by its lease alone.
+
+Atomic sections
+    A write runs in one transaction that first takes a transaction-scoped advisory lock on
+    the key (``pg_advisory_xact_lock``), so every check-then-write on one key is serialised
+    across connections and hosts, while different keys never wait for each other. Inserts
+    are ``ON CONFLICT DO NOTHING`` and takeovers compare-and-swap on the claim's token, so
+    even without the lock two workers could not both claim.
+
+Durability
+    Every connection runs with ``synchronous_commit = on``: a commit (a claim, a result, an
+    approval) returns only once it is flushed to the server's write-ahead log, so the claim
+    of an irreversible write is durable before its handler runs. Unlike SQLite's NORMAL mode
+    this applies to every write: a lost claim here could let a worker on another host run a
+    write that is still running.
+
+Schema and connections
+    The tables (``agentkit_results``, ``agentkit_claims``, ``agentkit_approvals``) are
+    created on first use inside one transaction guarded by an advisory lock, so workers that
+    start at once create them once; the version is recorded in ``agentkit_schema``, and a
+    database whose version is newer than this code knows is refused with a clear error.
+    Connections come from a ``psycopg_pool.ConnectionPool``, checked before each use, so a
+    server restart costs the next call nothing but a reconnect. A server that cannot be
+    reached makes ``run_once`` answer ``busy`` (logged with the address and the reason).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from agentkit.policy.stores.algorithm import Claim, StoreBase, StoreError
+from agentkit.policy.stores.owner import owner_gone
+
+if TYPE_CHECKING:
+    import psycopg
+    import psycopg_pool
+
+__all__ = ["SCHEMA_VERSION", "PostgresIdempotencyStore", "PostgresTransaction"]
+
+#: The version of the tables below; a database with a higher one is refused.
+SCHEMA_VERSION = 1
+
+# Any fixed 64-bit number: the advisory lock that serialises schema creation.
+_SCHEMA_LOCK = 0x6167_656E_746B_6974  # "agentkit"
+
+_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS agentkit_results (
+        key text PRIMARY KEY,
+        fingerprint text,
+        result text NOT NULL,
+        completed_at timestamptz NOT NULL DEFAULT clock_timestamp()
+    )""",
+    """CREATE TABLE IF NOT EXISTS agentkit_claims (
+        key text PRIMARY KEY,
+        token text NOT NULL,
+        fingerprint text,
+        host text NOT NULL,
+        pid integer NOT NULL,
+        start_time bigint,
+        lease_until double precision NOT NULL,
+        claimed_at timestamptz NOT NULL DEFAULT clock_timestamp()
+    )""",
+    """CREATE TABLE IF NOT EXISTS agentkit_approvals (
+        seq bigserial NOT NULL,
+        approval_id text PRIMARY KEY,
+        state text NOT NULL,
+        record text NOT NULL,
+        updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+    )""",
+    "CREATE INDEX IF NOT EXISTS agentkit_approvals_by_state ON agentkit_approvals (state, seq)",
+]
+
+_CLAIM_COLUMNS = "token, fingerprint, host, pid, start_time, lease_until"
+
+
+class PostgresTransaction:
+    """The :class:`~agentkit.policy.stores.algorithm.Transaction` of the PostgreSQL store, on
+    one pooled connection inside one transaction (writes) or autocommit (reads)."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._c = conn
+
+    def _one(self, query: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = self._c.execute(query, params).fetchone()
+        return row
+
+    def now(self) -> float:
+        row = self._one("SELECT extract(epoch FROM clock_timestamp())::float8")
+        assert row is not None
+        return float(row[0])
+
+    def lock(self, name: str) -> None:
+        self._c.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (name,))
+
+    def result(self, key: str) -> tuple[str | None, str] | None:
+        row = self._one("SELECT fingerprint, result FROM agentkit_results WHERE key = %s", (key,))
+        return None if row is None else (row[0], row[1])
+
+    def claim(self, key: str) -> Claim | None:
+        row = self._one(f"SELECT {_CLAIM_COLUMNS} FROM agentkit_claims WHERE key = %s", (key,))
+        return None if row is None else Claim(*row)
+
+    def insert_claim(self, key: str, claim: Claim) -> bool:
+        cur = self._c.execute(
+            f"INSERT INTO agentkit_claims (key, {_CLAIM_COLUMNS})"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
+            (key, *dataclasses.astuple(claim)),
+        )
+        return cur.rowcount == 1
+
+    def replace_claim(self, key: str, token: str, claim: Claim) -> bool:
+        cur = self._c.execute(
+            "UPDATE agentkit_claims SET token = %s, fingerprint = %s, host = %s, pid = %s,"
+            " start_time = %s, lease_until = %s, claimed_at = clock_timestamp()"
+            " WHERE key = %s AND token = %s",
+            (*dataclasses.astuple(claim), key, token),
+        )
+        return cur.rowcount == 1
+
+    def delete_claim(self, key: str, token: str | None) -> bool:
+        if token is None:
+            cur = self._c.execute("DELETE FROM agentkit_claims WHERE key = %s", (key,))
+        else:
+            cur = self._c.execute(
+                "DELETE FROM agentkit_claims WHERE key = %s AND token = %s", (key, token)
+            )
+        return cur.rowcount == 1
+
+    def insert_result(self, key: str, fingerprint: str | None, text: str) -> None:
+        self._c.execute(
+            "INSERT INTO agentkit_results (key, fingerprint, result) VALUES (%s, %s, %s)"
+            " ON CONFLICT (key) DO NOTHING",
+            (key, fingerprint, text),
+        )
+
+    def approval(self, approval_id: str) -> str | None:
+        row = self._one(
+            "SELECT record FROM agentkit_approvals WHERE approval_id = %s", (approval_id,)
+        )
+        return None if row is None else str(row[0])
+
+    def insert_approval(self, approval_id: str, state: str, text: str) -> None:
+        self._c.execute(
+            "INSERT INTO agentkit_approvals (approval_id, state, record) VALUES (%s, %s, %s)",
+            (approval_id, state, text),
+        )
+
+    def replace_approval(self, approval_id: str, state: str, text: str) -> None:
+        self._c.execute(
+            "UPDATE agentkit_approvals SET state = %s, record = %s,"
+            " updated_at = clock_timestamp() WHERE approval_id = %s",
+            (state, text, approval_id),
+        )
+
+    def approvals(self, state: str | None) -> list[str]:
+        if state is None:
+            rows = self._c.execute("SELECT record FROM agentkit_approvals ORDER BY seq").fetchall()
+        else:
+            rows = self._c.execute(
+                "SELECT record FROM agentkit_approvals WHERE state = %s ORDER BY seq", (state,)
+            ).fetchall()
+        return [str(row[0]) for row in rows]
+
+
+def _address(dsn: str) -> str:
+    """The DSN as logs may show it: never the password."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        parts = conninfo_to_dict(dsn)
+    except Exception:  # an unparsable DSN is reported by connect, not here
+        return "postgresql://<unparsable dsn>"
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    host = parts.get("host") or "localhost"
+    port = f":{parts['port']}" if parts.get("port") else ""
+    return f"postgresql://{user}{host}{port}/{parts.get('dbname') or ''}"
+
+
+class PostgresIdempotencyStore(StoreBase):
+    """Durable and shared by the workers of several hosts (docs/design.md#stores); the
+    database's clock decides every lease.
+
+    ``dsn`` is a libpq connection string or URI. ``pool_size`` bounds the connections this
+    store opens; ``connect_timeout_seconds`` bounds the wait for one (then the call is
+    ``busy``). Nothing connects until the first call, so a runner can be made while the
+    server is still down.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        claim_ttl_seconds: float = 300,
+        *,
+        pool_size: int = 4,
+        connect_timeout_seconds: float = 5.0,
+    ) -> None:
+        super().__init__(claim_ttl_seconds)
+        try:
+            import psycopg  # noqa: F401 - checked here for a clear message
+            from psycopg_pool import ConnectionPool
+        except ImportError as exc:
+            raise ImportError(
+                "PostgresIdempotencyStore needs psycopg 3 and psycopg-pool:"
+                " pip install 'agentkit[postgres]'"
+            ) from exc
+        if not isinstance(dsn, str):
+            raise TypeError("dsn must be a str")
+        if pool_size < 1:
+            raise ValueError("pool_size must be >= 1")
+        self.dsn = dsn
+        self.address = _address(dsn)
+        self.connect_timeout_seconds = float(connect_timeout_seconds)
+        self._schema_lock = threading.Lock()
+        self._schema_ready = False
+        self._pool: psycopg_pool.ConnectionPool[Any] = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=pool_size,
+            open=False,
+            kwargs={"autocommit": True, "connect_timeout": max(1, round(self.connect_timeout_seconds))},
+            configure=_configure,
+            check=ConnectionPool.check_connection,
+            timeout=self.connect_timeout_seconds,
+            reconnect_timeout=0,  # keep trying for as long as the store lives
+            name=f"agentkit {self.address}",
+        )
+        self._opened = False
+        self._closed = False
+
+    def _reason(self, exc: BaseException) -> str:
+        text = str(exc).strip().splitlines()
+        return f"{type(exc).__name__}: {text[0] if text else 'no detail'}"
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        import psycopg
+        import psycopg_pool
+
+        with self._schema_lock:
+            if self._closed:
+                raise StoreError(f"{self.address}: the store is closed")
+            if not self._opened:
+                self._pool.open(wait=False)
+                self._opened = True
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except psycopg_pool.PoolTimeout as exc:
+            raise StoreError(
+                f"{self.address}: no connection within {self.connect_timeout_seconds:g} s"
+                " (is the server up and reachable?)"
+            ) from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
+
+    def _ensure_schema(self, conn: psycopg.Connection[Any]) -> None:
+        """Create the tables once, under an advisory lock; refuse a newer schema."""
+        if self._schema_ready:
+            return
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS agentkit_schema ("
+                " version integer NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT clock_timestamp())"
+            )
+            row = conn.execute("SELECT max(version) FROM agentkit_schema").fetchone()
+            found = None if row is None else row[0]
+            if found is not None and found > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.address}: the database holds agentkit store schema version"
+                    f" {found}, newer than this agentkit understands ({SCHEMA_VERSION});"
+                    " upgrade agentkit, or use another database"
+                )
+            if found is None or found < SCHEMA_VERSION:
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO agentkit_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+        self._schema_ready = True
+
+    @contextmanager
+    def transaction(
+        self, *, write: bool, full_sync: bool = False
+    ) -> Iterator[PostgresTransaction]:
+        """A write is one transaction (committed with synchronous_commit on); a read runs
+        its statement in autocommit."""
+        import psycopg
+
+        with self._connection() as conn:
+            try:
+                self._ensure_schema(conn)
+                if write:
+                    with conn.transaction():
+                        yield PostgresTransaction(conn)
+                else:
+                    yield PostgresTransaction(conn)
+            except psycopg.Error as exc:
+                raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
+
+    def owner_gone(self, claim: Claim) -> bool:
+        return owner_gone(claim.host, claim.pid, claim.start_time, local_host=self.host)
+
+    def close(self) -> None:
+        """Close the pool's connections."""
+        with self._schema_lock:
+            if self._closed:
+                return
+            self._closed = True
+            opened = self._opened
+        if opened:
+            self._pool.close()
+
+    def __repr__(self) -> str:
+        ttl = self.claim_ttl_seconds
+        return f"PostgresIdempotencyStore({self.address!r}, claim_ttl_seconds={ttl:g})"
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    """Every pooled connection: commits wait for the WAL flush (see "Durability")."""
+    conn.execute("SET synchronous_commit = on")
