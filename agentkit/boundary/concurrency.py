@@ -262,13 +262,50 @@ async def run_on_worker(function: Callable[..., _T], *args: Any, **kwargs: Any) 
     return await future
 
 
+class DoneFlag:
+    """A one-shot event with ``threading.Event``'s ``set``/``is_set``/``wait``, on one lock.
+
+    Every attempt makes one and its caller waits on it, so it is on the hot path: a held lock
+    that ``set`` releases is one handoff in C, where ``threading.Event`` builds a Condition per
+    event and allocates a waiter lock per wait. Each waiter passes the lock on (acquire, then
+    release), so all of them wake. ``set`` is called by the attempt's own code, under the
+    attempt's lock (never twice at once).
+    """
+
+    __slots__ = ("_flag", "_lock")
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        if not self._flag:
+            self._flag = True
+            self._lock.release()
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once set; False if ``timeout`` seconds pass first (None: wait as long as it takes)."""
+        if self._flag:
+            return True
+        if self._lock.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
+            self._lock.release()
+        return self._flag
+
+    def __repr__(self) -> str:
+        return f"<DoneFlag {'set' if self._flag else 'unset'}>"
+
+
 @dataclass
 class Attempt:
     """One run of a handler, as the boundary saw it and as it really went."""
 
     tool: str
     call_id: str
-    done: threading.Event = field(default_factory=threading.Event)
+    done: DoneFlag = field(default_factory=DoneFlag)
     started: bool = False
     cancelled: bool = False
     value: Any = None
@@ -292,6 +329,63 @@ class Attempt:
     def running(self) -> bool:
         """True while a handler the caller gave up on is still running."""
         return self.started and not self.done.is_set()
+
+
+async def run_on_this_loop(
+    handler: Callable[..., Any],
+    arguments: dict[str, Any],
+    *,
+    attempt: Attempt,
+    timeout: float,
+    slot: threading.Semaphore | None,
+    finish: Callable[[Any], Any] | None = None,
+) -> str:
+    """:func:`run_limited` for a coroutine handler whose caller is on its own event loop: the
+    handler (and ``finish``) is awaited right here under ``asyncio.timeout``, with no thread
+    hop: two hops between threads cost several times the whole boundary. Returns "timeout"
+    or "finished".
+
+    The caller already holds ``slot`` (if any, taken without waiting); it is released when
+    the handler ends. Cancelling the awaiting task cancels the handler too, as awaiting it
+    directly would: the attempt ends timed out (a write may have happened) and the
+    ``CancelledError`` propagates.
+    """
+    with attempt.lock:
+        attempt.started = True
+        attempt.started_at = time.monotonic()
+    token = _CURRENT.set(attempt)
+    try:
+        value = await _bounded(handler(**arguments), timeout)
+        attempt.value = value if finish is None else finish(value)
+        del value
+    except DeadlinePassed:
+        attempt.timed_out = True
+    except asyncio.CancelledError:
+        attempt.timed_out = True  # the caller was cancelled: the write may still have happened
+        raise
+    except BaseException as exc:  # handed to the caller, who re-raises non-Exceptions
+        attempt.error = exc
+    finally:
+        _CURRENT.reset(token)
+        _end_attempt(attempt, slot)
+    return "timeout" if attempt.timed_out else "finished"
+
+
+def _end_attempt(attempt: Attempt, slot: threading.Semaphore | None) -> None:
+    """The handler has really returned: free its slot, mark it done, run its callbacks."""
+    if slot is not None:
+        slot.release()
+    with attempt.lock:
+        attempt.finished_at = time.monotonic()
+        attempt.done.set()
+        callbacks, attempt._callbacks = attempt._callbacks, []
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception:
+            logging.getLogger("agentkit").exception(
+                "%s %s: a done-callback failed", attempt.call_id, attempt.tool
+            )
 
 
 def run_limited(
@@ -330,19 +424,7 @@ def run_limited(
         return True
 
     def end() -> None:
-        if slot is not None:
-            slot.release()
-        with attempt.lock:
-            attempt.finished_at = time.monotonic()
-            attempt.done.set()
-            callbacks, attempt._callbacks = attempt._callbacks, []
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception:
-                logging.getLogger("agentkit").exception(
-                    "%s %s: a done-callback failed", attempt.call_id, attempt.tool
-                )
+        _end_attempt(attempt, slot)
 
     def body() -> None:
         if not begin():

@@ -17,7 +17,14 @@ from collections.abc import Callable
 from typing import Any
 
 from agentkit.boundary.authorization import authorize
-from agentkit.boundary.concurrency import Attempt, WorkerUnavailable, run_limited, run_on_worker
+from agentkit.boundary.concurrency import (
+    Attempt,
+    WorkerUnavailable,
+    is_coroutine_handler,
+    run_limited,
+    run_on_this_loop,
+    run_on_worker,
+)
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, classify_exception, failure
 from agentkit.boundary.redaction import safe_name, shape_output, type_name
@@ -59,16 +66,69 @@ async def ainvoke_tool(
 ) -> dict[str, Any]:
     """:func:`invoke_tool` for async hosts: the same pipeline and the same results.
 
-    The pipeline runs on a worker thread (so the event loop is never blocked by schema checks,
-    slot waits or a sync handler); a coroutine handler is sent back to this event loop and runs
-    there under ``asyncio.timeout``. One code path serves both kinds of caller, so their
-    results cannot drift apart.
+    A coroutine handler whose slot is free (or that has no limit) runs every stage right here
+    on the caller's loop, the handler under ``asyncio.timeout``: the checks before it take
+    microseconds, and a thread hop there and back would cost several times all of them.
+    Otherwise (a sync handler, or a slot to wait for) the pipeline runs on a worker thread, so
+    the loop is never blocked, and a coroutine handler is sent back to this loop. Both ways
+    share :func:`preflight`, the renderer and :func:`conclude`, so their results cannot drift.
     """
+    entry = registry.entry(name)
+    if entry is not None and is_coroutine_handler(entry.spec.handler):
+        slot = entry.slot
+        if slot is None or slot.acquire(blocking=False):
+            return await _ainvoke_here(registry, entry, name, arguments, context, call_id)
     try:
         return await run_on_worker(invoke_tool, registry, name, arguments, context, call_id=call_id)
     except WorkerUnavailable:
         log.warning("%s: busy, no worker thread could be started", safe_name(name))
         return failure(ErrorCode.BUSY)
+
+
+async def _ainvoke_here(
+    registry: ToolRegistry,
+    entry: RegisteredTool,
+    name: Any,
+    arguments: Any,
+    context: CallContext | None,
+    call_id: str | None,
+) -> dict[str, Any]:
+    """Every stage on this loop, for a coroutine handler whose slot (if any) is already held."""
+    held = entry.slot
+    try:
+        context = _context(context)
+        call_id = call_id or new_call_id()
+        try:
+            _, checked, refusal = preflight(registry, name, arguments, context, call_id)
+            if refusal is not None:
+                return refusal
+            assert checked is not None
+            spec = entry.spec
+            attempt = Attempt(tool=spec.name, call_id=call_id)
+            held = None  # from here the attempt releases the slot when the handler ends
+            status = await run_on_this_loop(
+                spec.handler, checked, attempt=attempt, timeout=spec.timeout_seconds,
+                slot=entry.slot, finish=renderer(registry, spec, call_id),
+            )
+            return conclude(entry, attempt, status, call_id)
+        except Exception:  # a bug in the boundary itself must still not reach the model
+            log.exception("%s %s: the boundary failed", call_id, safe_name(name))
+            return failure(ErrorCode.TOOL_FAILURE)
+    finally:
+        if held is not None:
+            held.release()
+
+
+#: The context of a call that names none (frozen, so one instance serves every call).
+_DEFAULT_CONTEXT = CallContext()
+
+
+def _context(context: CallContext | None) -> CallContext:
+    if context is None:
+        return _DEFAULT_CONTEXT
+    if not isinstance(context, CallContext):
+        raise TypeError("context must be a CallContext or None")
+    return context
 
 
 def invoke_attempt(
@@ -81,10 +141,7 @@ def invoke_attempt(
 ) -> tuple[dict[str, Any], Attempt | None]:
     """Like :func:`invoke_tool`, and also the :class:`Attempt` when a handler was submitted,
     so the runner can tell whether the handler ran and whether it is still running."""
-    if context is None:
-        context = CallContext()
-    elif not isinstance(context, CallContext):
-        raise TypeError("context must be a CallContext or None")
+    context = _context(context)
     call_id = call_id or new_call_id()
     try:
         return _pipeline(registry, name, arguments, context, call_id)
@@ -145,16 +202,23 @@ def execute(
         slot=entry.slot,
         finish=renderer(registry, spec, call_id),
     )
+    return conclude(entry, attempt, status, call_id), attempt
+
+
+def conclude(entry: RegisteredTool, attempt: Attempt, status: str, call_id: str) -> dict[str, Any]:
+    """What the model sees of an attempt that ended (or was given up on): ``busy``,
+    ``outcome_unknown``, the handler's error as a stable code, or its rendered value."""
+    spec = entry.spec
     if status == "busy":
         log.warning("%s %s: busy, no slot within %ss", call_id, spec.name, spec.timeout_seconds)
-        return failure(ErrorCode.BUSY), attempt
+        return failure(ErrorCode.BUSY)
     if status == "timeout":
         log.warning(
             "%s %s: no answer within %ss; the handler may still complete",
             call_id, spec.name, spec.timeout_seconds,
         )
         attempt.add_done_callback(lambda: _log_late_finish(attempt))
-        return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=spec.effect is Effect.READ), attempt
+        return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=spec.effect is Effect.READ)
 
     if attempt.error is not None:
         if not isinstance(attempt.error, Exception):
@@ -165,10 +229,10 @@ def execute(
             call_id, spec.name, type(attempt.error).__name__, code.value,
             exc_info=attempt.error,
         )
-        return failure(code), attempt
+        return failure(code)
 
     shaped: dict[str, Any] = attempt.value  # rendered on the worker, inside the attempt
-    return dict(shaped), attempt
+    return dict(shaped)
 
 
 def renderer(registry: ToolRegistry, spec: ToolSpec, call_id: str) -> Callable[[Any], dict[str, Any]]:
