@@ -1119,6 +1119,40 @@ def test_pg_commits_wait_for_the_wal_flush(pg: Backend) -> None:
         assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
 
 
+def test_pg_only_claims_and_full_sync_writes_wait_for_the_flush(
+    pg: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim (and anything full_sync) is durable before the call goes on; a reversible
+    call's stored result may skip the flush wait (a lost one means the lookup is asked)."""
+    import psycopg
+
+    store = pg()
+    store.result("warm-up")
+    sent: list[str] = []
+    execute = psycopg.Connection.execute
+
+    def recording(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(str(query))
+        return execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", recording)
+    relaxed = "SET LOCAL synchronous_commit = off"
+
+    def statements_between(first: str, last: str) -> list[str]:
+        start = next(i for i, q in enumerate(sent) if first in q)
+        return sent[start : next(i for i in range(start, len(sent)) if last in sent[i]) + 1]
+
+    assert store.run_once("reversible", Op(OK), "fp") == OK
+    claim_tx = statements_between("INSERT INTO agentkit_claims", "agentkit_claims")
+    assert relaxed not in claim_tx
+    assert sent.count(relaxed) == 1  # the completion only
+    assert sent.index(relaxed) > sent.index(claim_tx[-1])
+    sent.clear()
+    assert store.run_once("irreversible", Op(OK), "fp", full_sync=True) == OK
+    store.create_approval("a1", {"state": "pending"})
+    assert relaxed not in sent
+
+
 def test_pg_lease_deadlines_come_from_the_database_clock(pg: Backend) -> None:
     store = pg(claim_ttl_seconds=300)
     assert store.run_once("k", Op(UNKNOWN), "fp") == UNKNOWN

@@ -175,6 +175,11 @@ def record_text(record: Any) -> str:
 class StoreBase:
     """run_once and the approval records, over a backend's :meth:`transaction`."""
 
+    #: Look for a completed result in a read before taking the write lock: a replay then
+    #: never waits for writers. A networked backend, for which each round trip costs more
+    #: than its per-key lock, reads inside the claiming transaction instead.
+    read_before_claim = True
+
     def __init__(self, claim_ttl_seconds: float) -> None:
         ttl = float(claim_ttl_seconds)
         if not ttl > 0:  # also refuses NaN
@@ -225,10 +230,11 @@ class StoreBase:
             raise TypeError("key must be a str")
         ttl = max(self.claim_ttl_seconds, lease_seconds or 0.0)
         try:
-            with self.transaction(write=False) as tx:  # fast path: a replay takes no write lock
-                stored = tx.result(key)
-            if stored is not None:
-                return self._replay(stored, fingerprint)
+            if self.read_before_claim:
+                with self.transaction(write=False) as tx:  # a replay takes no write lock
+                    stored = tx.result(key)
+                if stored is not None:
+                    return self._replay(stored, fingerprint)
             with self.transaction(write=True, full_sync=full_sync) as tx:
                 decision = self._decide(
                     tx, key, fingerprint, ttl, may_take_over=recover is not None

@@ -23,11 +23,15 @@ Atomic sections
     even without the lock two workers could not both claim.
 
 Durability
-    Every connection runs with ``synchronous_commit = on``: a commit (a claim, a result, an
-    approval) returns only once it is flushed to the server's write-ahead log, so the claim
-    of an irreversible write is durable before its handler runs. Unlike SQLite's NORMAL mode
-    this applies to every write: a lost claim here could let a worker on another host run a
-    write that is still running.
+    Connections run with ``synchronous_commit = on``: a commit returns only once it is
+    flushed to the server's write-ahead log. That is kept for every transaction that takes a
+    claim (a new claim or a takeover: a claim lost in a server crash could let a worker on
+    another host run a write that is still running) and for every ``full_sync`` one (an
+    irreversible write's result, every approval). The other writes of a reversible call (its
+    stored result, a freed or abandoned claim) commit with ``synchronous_commit = off``, as
+    SQLite's NORMAL mode does: a server crash may forget them, and then the durable claim
+    comes back and the status lookup settles it, so nothing runs twice; the call saves one
+    WAL flush wait.
 
 Schema and connections
     The tables (``agentkit_results``, ``agentkit_claims``, ``agentkit_approvals``) are
@@ -98,6 +102,7 @@ class PostgresTransaction:
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self._c = conn
+        self.claimed = False  # took a claim: its commit must wait for the WAL flush
 
     def _one(self, query: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
         row: tuple[Any, ...] | None = self._c.execute(query, params).fetchone()
@@ -125,6 +130,7 @@ class PostgresTransaction:
             " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
             (key, *dataclasses.astuple(claim)),
         )
+        self.claimed = self.claimed or cur.rowcount == 1
         return cur.rowcount == 1
 
     def replace_claim(self, key: str, token: str, claim: Claim) -> bool:
@@ -134,6 +140,8 @@ class PostgresTransaction:
             " WHERE key = %s AND token = %s",
             (*dataclasses.astuple(claim), key, token),
         )
+        if cur.rowcount == 1 and claim.lease_until > 0:  # a takeover, not an abandon
+            self.claimed = True
         return cur.rowcount == 1
 
     def delete_claim(self, key: str, token: str | None) -> bool:
@@ -204,6 +212,8 @@ class PostgresIdempotencyStore(StoreBase):
     ``busy``). Nothing connects until the first call, so a runner can be made while the
     server is still down.
     """
+
+    read_before_claim = False  # the claiming transaction reads the result first anyway
 
     def __init__(
         self,
@@ -301,8 +311,8 @@ class PostgresIdempotencyStore(StoreBase):
     def transaction(
         self, *, write: bool, full_sync: bool = False
     ) -> Iterator[PostgresTransaction]:
-        """A write is one transaction (committed with synchronous_commit on); a read runs
-        its statement in autocommit."""
+        """A write is one transaction, whose commit waits for the WAL flush when it took a
+        claim or ``full_sync`` is set (see "Durability"); a read runs in autocommit."""
         import psycopg
 
         with self._connection() as conn:
@@ -310,7 +320,10 @@ class PostgresIdempotencyStore(StoreBase):
                 self._ensure_schema(conn)
                 if write:
                     with conn.transaction():
-                        yield PostgresTransaction(conn)
+                        tx = PostgresTransaction(conn)
+                        yield tx
+                        if not (tx.claimed or full_sync):
+                            conn.execute("SET LOCAL synchronous_commit = off")
                 else:
                     yield PostgresTransaction(conn)
             except psycopg.Error as exc:
