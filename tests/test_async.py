@@ -267,7 +267,28 @@ def test_a_coroutine_handler_from_the_sync_path_runs_on_a_workers_own_loop() -> 
     assert ToolRunner(registry).call("search", {"query": "q"})["ok"]
     assert tools.calls == 2
     assert all(name.startswith("agentkit-worker") for name in tools.threads)
-    assert all(loop.is_closed() for loop in tools.loops)  # its own loop, closed afterwards
+    assert all(not loop.is_running() for loop in tools.loops)  # its own loop, idle between
+
+
+def test_tasks_a_coroutine_handler_leaves_behind_do_not_outlive_its_attempt() -> None:
+    cancelled: list[str] = []
+
+    async def forgetful(query: str) -> str:
+        async def background() -> None:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.append(query)
+                raise
+
+        asyncio.ensure_future(background())  # never awaited: as asyncio.run would, cancel it
+        await asyncio.sleep(0)
+        return "ok"
+
+    registry = ToolRegistry([ToolSpec("forgetful", "d", "read", 2.0, 1, 100, forgetful)])
+    assert invoke_tool(registry, "forgetful", {"query": "one"})["ok"]
+    assert invoke_tool(registry, "forgetful", {"query": "two"})["ok"]
+    assert cancelled == ["one", "two"]
 
 
 def test_sync_handlers_called_from_async_code_use_the_same_worker_threads() -> None:
