@@ -575,7 +575,7 @@ def test_approvals_compare_and_swap(make_store) -> None:
     store = make_store()
     assert store.get_approval("a1") is None
     assert store.update_approval("a1", "pending", {"state": "approved"}) is False
-    store.put_approval("a1", {"state": "pending", "tool": "send", "args": {"to": "bob"}})
+    store.create_approval("a1", {"state": "pending", "tool": "send", "args": {"to": "bob"}})
     record = store.get_approval("a1")
     assert record == {"state": "pending", "tool": "send", "args": {"to": "bob"}}
     record["state"] = "mutated"  # a copy: the store is untouched
@@ -584,8 +584,6 @@ def test_approvals_compare_and_swap(make_store) -> None:
     assert store.update_approval("a1", "pending", {"state": "approved", "n": 1}) is True
     assert store.update_approval("a1", "pending", {"state": "denied"}) is False  # used once
     assert store.get_approval("a1") == {"state": "approved", "n": 1}
-    store.put_approval("a1", {"state": "settled"})  # insert or replace
-    assert store.get_approval("a1") == {"state": "settled"}
 
 
 def test_create_approval_inserts_only_if_absent(make_store) -> None:
@@ -637,7 +635,10 @@ def test_list_approvals_in_creation_order_and_by_state(make_store) -> None:
 def test_approval_record_needs_a_state(make_store, record: Any) -> None:
     store = make_store()
     with pytest.raises(ValueError):
-        store.put_approval("a1", record)
+        store.create_approval("a1", record)
+    with pytest.raises(ValueError):
+        store.update_approval("a1", "pending", record)
+    assert store.list_approvals() == []
 
 
 # --------------------------------------------------------------------------- SQLite: durability
@@ -658,7 +659,7 @@ def test_sqlite_restart_replays_and_keeps_approvals(sqlite_path: Path) -> None:
     op = Op(OK)
     with SQLiteIdempotencyStore(sqlite_path) as store:
         assert store.run_once("k", op, "fp", full_sync=True) == OK
-        store.put_approval("a1", {"state": "pending"})
+        store.create_approval("a1", {"state": "pending"})
         assert store.update_approval("a1", "pending", {"state": "approved"})
     with SQLiteIdempotencyStore(sqlite_path) as store:
         assert store.run_once("k", op, "fp") == {**OK, "replayed": True}

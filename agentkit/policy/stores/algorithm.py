@@ -310,16 +310,6 @@ class StoreBase:
                 tx.insert_approval(approval_id, record["state"], text)
         return _loads(text if existing is None else existing)
 
-    def put_approval(self, approval_id: str, record: dict[str, Any]) -> None:
-        """Insert or replace; committed durably. Superseded by :meth:`create_approval`."""
-        text = record_text(record)
-        with self.transaction(write=True, full_sync=True) as tx:
-            tx.lock(approval_id)
-            if tx.approval(approval_id) is None:
-                tx.insert_approval(approval_id, record["state"], text)
-            else:
-                tx.replace_approval(approval_id, record["state"], text)
-
     def get_approval(self, approval_id: str) -> dict[str, Any] | None:
         """A fresh copy of the record, or None."""
         with self.transaction(write=False) as tx:
