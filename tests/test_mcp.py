@@ -323,6 +323,7 @@ def test_request_state_binds_tool_arguments_and_approval() -> None:
     assert seal.open(f"{version}.{body}x.{mac}", "send_message", MESSAGE) is None
     assert seal.open("garbage", "send_message", MESSAGE) is None
     assert seal.open(None, "send_message", MESSAGE) is None
+    assert seal.open(token, "send_message", {**MESSAGE, "to": "\ud800"}) is None  # lone surrogate
     with pytest.raises(ValueError):
         RequestStateSeal(b"short")
 

@@ -263,7 +263,8 @@ def _can_elicit(ctx: ServerRequestContext[Any]) -> bool:
 
 
 def _digest(arguments: Any) -> str:
-    return hashlib.sha256(canonical_json(arguments).encode("utf-8")).hexdigest()
+    # surrogatepass: a lone surrogate sent by a client must still digest (and then not match).
+    return hashlib.sha256(canonical_json(arguments).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _b64(data: bytes) -> str:
