@@ -1,0 +1,169 @@
+"""Every notebook follows one template (issue 11), and its time agrees with INSTRUCTOR.md.
+
+The template, in order:
+
+- a title ``# NN · …`` whose NN is the file's prefix (``00`` … ``07``, ``02b``);
+- in the first cell: ``### What you'll do``, ``### What you'll learn``, ``### What you'll need``
+  (holding ``**Time:** N min in class, M min on your own.``) and ``### Contents``, a list of
+  links that each lead to a heading of the notebook;
+- after the numbered sections: ``## Summary``, ``## Discussion``, ``## Further reading``,
+  ``## Check your understanding`` and ``## Practice``, in that order, where every item of the
+  quiz and of the practice (a numbered or a ``-`` list) has its answer folded in a
+  ``<details>`` block;
+- terms before use: "MCP" spelled out (Model Context Protocol) in the notebook that first uses
+  it; ``in_progress`` never shown before notebook 04 teaches idempotency; "claim" and
+  "fingerprint" defined in bold where the course first uses them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+PATHS = sorted(NOTEBOOKS.glob("[0-9][0-9]*.ipynb"))
+INSTRUCTOR = NOTEBOOKS / "INSTRUCTOR.md"
+
+FIRST_CELL = ["### What you'll do", "### What you'll learn", "### What you'll need", "### Contents"]
+CLOSING = ["## Summary", "## Discussion", "## Further reading", "## Check your understanding", "## Practice"]
+TIME = re.compile(r"\*\*Time:\*\* (\d+) min in class\b[^,\n]*, (\d+) min on your own")
+
+
+def cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def markdown(path: Path) -> list[str]:
+    return ["".join(c["source"]) for c in cells(path) if c["cell_type"] == "markdown"]
+
+
+def headings(path: Path) -> list[str]:
+    return [line.strip() for text in markdown(path) for line in text.splitlines()
+            if re.match(r"#{1,4} ", line) and not line.startswith("#!")]
+
+
+def anchor(heading: str) -> str:
+    """The id JupyterLab gives a heading: its rendered text, spaces as '-'."""
+    text = re.sub(r"^#+\s*", "", heading)
+    text = re.sub(r"[`*]", "", text)
+    return text.strip().replace(" ", "-")
+
+
+def section(text: str, title: str) -> str:
+    """The markdown from heading ``title`` to the next heading of the same or a higher level."""
+    level = title.split(" ")[0]
+    start = text.index(title)
+    rest = text[start + len(title):]
+    match = re.search(rf"^#{{1,{len(level)}}} ", rest, flags=re.MULTILINE)
+    return rest[: match.start()] if match else rest
+
+
+def list_items(text: str) -> list[str]:
+    """The items of a top-level list (``1. …`` or ``- …`` at the start of a line), each with
+    its indented body."""
+    parts = re.split(r"^(?=\d+\. |- )", text, flags=re.MULTILINE)
+    return [p for p in parts if re.match(r"\d+\. |- ", p)]
+
+
+def links(text: str) -> list[str]:
+    """The targets of ``[…](#target)`` links; a target may hold balanced parentheses."""
+    found = []
+    for match in re.finditer(r"\]\(#", text):
+        depth, i = 1, match.end()
+        while i < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+        found.append(text[match.end(): i - 1])
+    return found
+
+
+def instructor_times() -> dict[str, tuple[int, int]]:
+    """INSTRUCTOR.md's table "| `NN_name` | N | M |" under the heading "Time per notebook"."""
+    text = section(INSTRUCTOR.read_text(encoding="utf-8"), "## Time per notebook")
+    rows = re.findall(r"^\| `(\d\d[a-z]?)_[a-z0-9_]+` \| (\d+) \| (\d+) \|", text, flags=re.MULTILINE)
+    return {number: (int(in_class), int(own)) for number, in_class, own in rows}
+
+
+def test_there_are_notebooks_and_a_time_for_each():
+    names = [p.name.split("_")[0] for p in PATHS]
+    assert {"00", "01", "02", "03", "04", "05", "06", "07"} <= set(names)
+    assert set(instructor_times()) == set(names), "INSTRUCTOR.md's 'Time per notebook' must list every notebook"
+
+
+def test_the_class_schedule_adds_up_to_fifty_minutes():
+    times = instructor_times()
+    assert sum(in_class for in_class, _ in times.values()) == 50
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
+def test_title_and_first_cell(path):
+    first = cells(path)[0]
+    assert first["cell_type"] == "markdown"
+    text = "".join(first["source"])
+    number = path.name.split("_")[0]
+    title = text.splitlines()[0]
+    assert re.fullmatch(rf"# {number} · \S.*", title), f"{path.name}: the title must read '# {number} · …', not {title!r}"
+    positions = [text.find(h) for h in FIRST_CELL]
+    assert -1 not in positions, f"{path.name}: the first cell needs {FIRST_CELL}"
+    assert positions == sorted(positions), f"{path.name}: {FIRST_CELL} in this order"
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
+def test_time_agrees_with_the_instructor_guide(path):
+    text = "".join(cells(path)[0]["source"])
+    need = section(text, "### What you'll need")
+    number = path.name.split("_")[0]
+    expected = instructor_times().get(number)
+    match = TIME.search(need)
+    assert match, (f"{path.name}: 'What you'll need' must say '**Time:** N min in class, M min on your "
+                   f"own.' (INSTRUCTOR.md says {expected})")
+    assert (int(match[1]), int(match[2])) == expected, f"{path.name}: time differs from INSTRUCTOR.md"
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
+def test_contents_links_lead_to_headings(path):
+    text = "".join(cells(path)[0]["source"])
+    targets = links(section(text, "### Contents"))
+    anchors = {anchor(h) for h in headings(path)}
+    assert len(targets) >= 5, f"{path.name}: Contents must link its sections"
+    missing = [target for target in targets if target not in anchors]
+    assert not missing, f"{path.name}: Contents links to no heading: {missing}"
+    for title in CLOSING:
+        assert anchor(title) in targets, f"{path.name}: Contents must link {title}"
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
+def test_closing_sections_in_order_with_folded_answers(path):
+    found = [h for h in headings(path) if h in CLOSING]
+    assert found == CLOSING, f"{path.name}: the closing sections must be {CLOSING}, found {found}"
+    all_headings = headings(path)
+    sections = [i for i, h in enumerate(all_headings) if h.startswith("## ") and h not in CLOSING]
+    assert sections and max(sections) < all_headings.index("## Summary"), f"{path.name}: Summary after the sections"
+    text = "\n".join(markdown(path))
+    for title in ("## Check your understanding", "## Practice"):
+        items = list_items(section(text, title))
+        assert items, f"{path.name}: {title} has no questions"
+        unanswered = [item.splitlines()[0] for item in items if "<details>" not in item]
+        assert not unanswered, f"{path.name}: {title}: give each question its (worked) answer in a <details> block: {unanswered}"
+    for title in ("## Discussion", "## Further reading"):
+        assert len(section(text, title).strip()) > 100, f"{path.name}: {title} is empty"
+
+
+def test_terms_are_introduced_before_use():
+    for path in PATHS:
+        text = "\n".join(markdown(path))
+        if "MCP" in text:
+            first = next(t for t in markdown(path) if "MCP" in t)
+            before = text[: text.index(first) + len(first)]
+            assert "Model Context Protocol" in before, f"{path.name}: spell out MCP (Model Context Protocol) where it first appears"
+    early = [p for p in PATHS if p.name.split("_")[0] < "04"]
+    for path in early:  # in_progress belongs to idempotency, taught in 04
+        assert "in_progress" not in path.read_text(encoding="utf-8"), f"{path.name} shows in_progress before 04"
+    course = "\n".join(t for p in PATHS for t in markdown(p))
+    for term in ("claim", "fingerprint"):
+        first = re.search(rf"\b{term}", course)
+        assert first is not None
+        assert course[first.start() - 2: first.start()] == "**", f"define '{term}' in bold where the course first uses it"
