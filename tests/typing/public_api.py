@@ -26,6 +26,7 @@ from agentkit import (
     Effect,
     ErrorCode,
     IdempotencyStore,
+    PostgresIdempotencyStore,
     SQLiteIdempotencyStore,
     ToolRegistry,
     ToolRunner,
@@ -84,6 +85,16 @@ async def use_the_async_api(
     assert_type(answer, dict[str, Any])
     assert_type(await runner.aapprove("no-such-approval"), dict[str, Any])
     assert_type(await runner.adeny("no-such-approval"), dict[str, Any])
+
+
+def shared_runner(registry: ToolRegistry, dsn: str) -> ToolRunner:
+    """A runner whose store workers on several hosts share (optional extra ``postgres``).
+
+    Type-checked, not run by :func:`use_the_api`: it needs psycopg and, on first use, a server.
+    """
+    store = PostgresIdempotencyStore(dsn, claim_ttl_seconds=60)
+    assert_type(store.run_once("k1", lambda: {"ok": True}), dict[str, Any])
+    return ToolRunner(registry, store=store)
 
 
 def use_the_api() -> None:
