@@ -411,6 +411,11 @@ def test_serve_mcp_writes_only_protocol_to_stdout_and_logs_to_stderr(tmp_path: P
             "name": "search_local_sources", "arguments": {"query": 5}}},
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
             "name": "get_document", "arguments": {"doc_id": "no-such-note"}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+            "name": "search_local_sources", "arguments": [1, 2]}},
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+            "name": "send_message", "arguments": MESSAGE, "requestState": "ak1.forged.mac",
+            "inputResponses": {APPROVAL_INPUT: {"action": "accept"}}}},
     ]
     child = subprocess.Popen(
         [sys.executable, "-m", "agentkit", "serve-mcp", "--workspace", str(tmp_path)],
@@ -424,7 +429,7 @@ def test_serve_mcp_writes_only_protocol_to_stdout_and_logs_to_stderr(tmp_path: P
         for line in lines:
             child.stdin.write(json.dumps(line) + "\n")
         child.stdin.flush()
-        out = [child.stdout.readline() for _ in range(3)]  # answers to ids 1, 2 and 3
+        out = [child.stdout.readline() for _ in range(5)]  # answers to ids 1 to 5
         child.stdin.close()  # end of the session: the server exits
         child.wait(timeout=60)
         assert child.stderr is not None
@@ -439,6 +444,9 @@ def test_serve_mcp_writes_only_protocol_to_stdout_and_logs_to_stderr(tmp_path: P
     assert by_id[2]["result"]["isError"] is True
     assert by_id[2]["result"]["structuredContent"]["error"] == "invalid_arguments"
     assert by_id[3]["result"]["structuredContent"]["error"] == "tool_failure"
+    assert by_id[4]["error"]["code"] == -32602  # the SDK: invalid params, never -32603 internal
+    assert by_id[5]["result"]["structuredContent"]["error"] == "forbidden"
+    assert not (tmp_path / "files" / "outbox.jsonl").exists()
     assert "Traceback" not in stdout
     assert "invalid arguments" in err  # the agentkit logger, on stderr
     assert "UnknownDocument" in err  # the exception, for the operator only
