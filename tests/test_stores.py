@@ -1197,6 +1197,23 @@ class PgSchemaReopened(PgSchema):
         self.admin.execute(f"SET search_path = {self.name}")
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_pg_a_forked_child_opens_its_own_connections(pg: Backend) -> None:
+    store, op = pg(), Op(OK)
+    assert store.run_once("parent-1", op, "fp") == OK
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's pool must not be touched
+        try:
+            ok = store.run_once("child", lambda: {"ok": True, "data": "child"}, "fp")["ok"]
+        finally:
+            os._exit(0 if ok else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert store.run_once("parent-2", op, "fp") == OK  # the parent's sessions still work
+    assert store.result("child") == {"ok": True, "data": "child"}
+    assert op.calls == 2
+
+
 def runner_with(store: Any, calls: list[int]) -> Any:
     from agentkit import ToolRegistry, ToolRunner, ToolSpec
 

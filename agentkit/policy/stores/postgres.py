@@ -46,6 +46,7 @@ Schema and connections
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -226,7 +227,7 @@ class PostgresIdempotencyStore(StoreBase):
         super().__init__(claim_ttl_seconds)
         try:
             import psycopg  # noqa: F401 - checked here for a clear message
-            from psycopg_pool import ConnectionPool
+            import psycopg_pool  # noqa: F401
         except ImportError as exc:
             raise ImportError(
                 "PostgresIdempotencyStore needs psycopg 3 and psycopg-pool:"
@@ -239,22 +240,33 @@ class PostgresIdempotencyStore(StoreBase):
         self.dsn = dsn
         self.address = _address(dsn)
         self.connect_timeout_seconds = float(connect_timeout_seconds)
+        self.pool_size = pool_size
         self._schema_lock = threading.Lock()
         self._schema_ready = False
-        self._pool: psycopg_pool.ConnectionPool[Any] = ConnectionPool(
-            dsn,
+        self._pool: psycopg_pool.ConnectionPool[Any] | None = None
+        self._pool_pid = 0
+        self._inherited: list[psycopg_pool.ConnectionPool[Any]] = []
+        self._closed = False
+
+    def _new_pool(self) -> psycopg_pool.ConnectionPool[Any]:
+        from psycopg_pool import ConnectionPool
+
+        pool: psycopg_pool.ConnectionPool[Any] = ConnectionPool(
+            self.dsn,
             min_size=1,
-            max_size=pool_size,
+            max_size=self.pool_size,
             open=False,
-            kwargs={"autocommit": True, "connect_timeout": max(1, round(self.connect_timeout_seconds))},
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": max(1, round(self.connect_timeout_seconds)),
+            },
             configure=_configure,
-            check=ConnectionPool.check_connection,
+            check=ConnectionPool.check_connection,  # a restarted server's dead sockets
             timeout=self.connect_timeout_seconds,
-            reconnect_timeout=0,  # keep trying for as long as the store lives
             name=f"agentkit {self.address}",
         )
-        self._opened = False
-        self._closed = False
+        pool.open(wait=False)
+        return pool
 
     def _reason(self, exc: BaseException) -> str:
         text = str(exc).strip().splitlines()
@@ -268,11 +280,15 @@ class PostgresIdempotencyStore(StoreBase):
         with self._schema_lock:
             if self._closed:
                 raise StoreError(f"{self.address}: the store is closed")
-            if not self._opened:
-                self._pool.open(wait=False)
-                self._opened = True
+            if self._pool is None or self._pool_pid != os.getpid():
+                if self._pool is not None:
+                    # A forked child must not use, nor close, its parent's connections
+                    # (closing would end the parent's sessions): keep them untouched.
+                    self._inherited.append(self._pool)
+                self._pool, self._pool_pid = self._new_pool(), os.getpid()
+            pool = self._pool
         try:
-            with self._pool.connection() as conn:
+            with pool.connection() as conn:
                 yield conn
         except psycopg_pool.PoolTimeout as exc:
             raise StoreError(
@@ -338,9 +354,9 @@ class PostgresIdempotencyStore(StoreBase):
             if self._closed:
                 return
             self._closed = True
-            opened = self._opened
-        if opened:
-            self._pool.close()
+            pool = self._pool if self._pool_pid == os.getpid() else None
+        if pool is not None:
+            pool.close()
 
     def __repr__(self) -> str:
         ttl = self.claim_ttl_seconds
