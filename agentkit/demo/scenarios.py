@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from agentkit.boundary.canonical import json_text
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.boundary.spec import Effect, ToolSpec
@@ -544,5 +545,5 @@ def run_child(function: str, *argv: str) -> None:
 
 def compact(value: Any) -> str:
     """``value`` as one line of JSON, as a step of a transcript shows it."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return json_text(value, compact=True)
 
