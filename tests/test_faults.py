@@ -34,7 +34,9 @@ def spec_for(
     handler: Any, *, effect: str = "read", timeout: float = 5.0, max_output_chars: int = 100,
     **changes: Any,
 ) -> ToolSpec:
-    return ToolSpec("tool", "A test tool.", effect, timeout, 3, max_output_chars, handler, **changes)
+    attempts = 1 if effect == "irreversible_write" else 3  # an irreversible write never retries
+    return ToolSpec("tool", "A test tool.", effect, timeout, attempts, max_output_chars, handler,
+                    **changes)
 
 
 class Caller:

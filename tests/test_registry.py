@@ -160,7 +160,8 @@ def three_tools() -> ToolRegistry:
         make(name="save_brief", effect="reversible_write", handler=lambda path, content: path,
              parameters={"type": "object", "properties": {"path": {"type": "string"},
                                                            "content": {"type": "string"}}}),
-        make(name="send_message", effect="irreversible_write", handler=lambda to, body: to,
+        make(name="send_message", effect="irreversible_write", max_attempts=1,
+             handler=lambda to, body: to,
              parameters={"type": "object", "properties": {"to": {"type": "string"},
                                                            "body": {"type": "string"}}}),
     ])

@@ -12,6 +12,8 @@ import threading
 import pytest
 
 from agentkit import (
+    Budget,
+    CallContext,
     IdempotencyStore,
     SQLiteIdempotencyStore,
     ToolRegistry,
@@ -19,6 +21,7 @@ from agentkit import (
     ToolSpec,
     invoke_tool,
 )
+from agentkit.policy.stores import StoreError
 
 
 class Sleeps(list):
@@ -244,3 +247,178 @@ def test_when_no_worker_thread_can_start_the_attempt_is_busy_and_its_slot_is_fre
     assert out["slot_free"] is True  # the acquired slot was released: nothing holds it
     assert out["after"] == {"ok": True, "data": "ran"}
     assert out["calls"] == ["d"]  # nothing ran while no thread could start
+
+
+# ------------------------------------------------------------------ approvals in the store
+
+
+def _send_registry(calls: list[str]) -> ToolRegistry:
+    def send(to: str) -> dict:
+        calls.append(to)
+        return {"sent": to}
+
+    return ToolRegistry([ToolSpec("send", "Send.", "irreversible_write", 2.0, 1, 200, send)])
+
+
+def test_pending_approvals_come_from_the_store_so_a_new_runner_sees_them(tmp_path):
+    path = tmp_path / "approvals.db"
+    calls: list[str] = []
+    first = ToolRunner(_send_registry(calls), store=SQLiteIdempotencyStore(path),
+                       context=CallContext(task_id="t1", principal="ana"))
+    ana = first.call("send", {"to": "ana"})["approval_id"]
+    bob = first.call("send", {"to": "bob"})["approval_id"]
+    # A restarted kernel: a new store object, a new registry, a new runner on the same file.
+    later = ToolRunner(_send_registry(calls), store=SQLiteIdempotencyStore(path))
+    assert later.pending_approvals() == [
+        {"approval_id": ana, "tool": "send", "arguments": {"to": "ana"}, "task_id": "t1",
+         "principal": "ana"},
+        {"approval_id": bob, "tool": "send", "arguments": {"to": "bob"}, "task_id": "t1",
+         "principal": "ana"},
+    ]
+    assert later.approve(ana)["ok"] is True
+    assert later.deny(bob)["error"] == "forbidden"
+    assert first.pending_approvals() == [] and later.pending_approvals() == []
+    assert calls == ["ana"]
+
+
+_PENDING_CHILD = r"""
+import json, sys
+from agentkit import SQLiteIdempotencyStore, ToolRegistry, ToolRunner, ToolSpec
+spec = ToolSpec("send", "Send.", "irreversible_write", 2.0, 1, 200, lambda to: to)
+runner = ToolRunner(ToolRegistry([spec]), store=SQLiteIdempotencyStore(sys.argv[1]))
+print(json.dumps([a["approval_id"] for a in runner.pending_approvals()]))
+"""
+
+
+def test_a_new_process_sees_the_approvals_an_earlier_one_opened(tmp_path):
+    path = tmp_path / "approvals.db"
+    calls: list[str] = []
+    runner = ToolRunner(_send_registry(calls), store=SQLiteIdempotencyStore(path))
+    asked = runner.call("send", {"to": "ana"})["approval_id"]
+    done = subprocess.run([sys.executable, "-c", _PENDING_CHILD, str(path)], capture_output=True,
+                          text=True, timeout=120, check=True)
+    assert json.loads(done.stdout) == [asked]
+    assert calls == []
+
+
+def test_expired_approvals_are_not_pending(tmp_path):
+    now = [1000.0]
+    calls: list[str] = []
+    runner = ToolRunner(_send_registry(calls), approval_ttl_seconds=60, clock=lambda: now[0])
+    old = runner.call("send", {"to": "ana"})["approval_id"]
+    now[0] += 61
+    assert runner.pending_approvals() == []
+    assert runner.approve(old)["error"] == "forbidden"
+    fresh = runner.call("send", {"to": "ana"})["approval_id"]
+    assert fresh != old and [a["approval_id"] for a in runner.pending_approvals()] == [fresh]
+    assert calls == []
+
+
+class Recording(IdempotencyStore):
+    """An in-memory store that records which approval methods the runner used."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.used: list[str] = []
+
+    def create_approval(self, approval_id, record):
+        self.used.append("create_approval")
+        return super().create_approval(approval_id, record)
+
+    def put_approval(self, approval_id, record):
+        self.used.append("put_approval")
+        return super().put_approval(approval_id, record)
+
+
+def test_opening_an_approval_is_one_atomic_insert_if_absent():
+    store = Recording()
+    calls: list[str] = []
+    runner = ToolRunner(_send_registry(calls), store=store)
+    first = runner.call("send", {"to": "ana"})["approval_id"]
+    again = runner.call("send", {"to": "ana"})["approval_id"]
+    assert first == again
+    assert "put_approval" not in store.used and store.used.count("create_approval") == 2
+    assert len(store.list_approvals()) == 1
+
+
+def test_racing_openers_in_two_processes_share_one_approval(tmp_path):
+    path = tmp_path / "approvals.db"
+    start = threading.Barrier(8)
+    ids: list[str] = []
+
+    def open_one() -> None:
+        runner = ToolRunner(_send_registry([]), store=SQLiteIdempotencyStore(path))
+        start.wait(10)
+        ids.append(runner.call("send", {"to": "ana"})["approval_id"])
+
+    threads = [threading.Thread(target=open_one) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(ids) == 8 and len(set(ids)) == 1
+    assert len(SQLiteIdempotencyStore(path).list_approvals()) == 1
+
+
+class Broken(IdempotencyStore):
+    """A store whose approval records cannot be reached."""
+
+    def __init__(self, failing: set[str]) -> None:
+        super().__init__()
+        self.failing = failing
+
+    def _fail(self, name: str) -> None:
+        if name in self.failing:
+            raise StoreError(f"store at /nowhere: {name} failed (disk I/O error)")
+
+    def create_approval(self, approval_id, record):
+        self._fail("create_approval")
+        return super().create_approval(approval_id, record)
+
+    def get_approval(self, approval_id):
+        self._fail("get_approval")
+        return super().get_approval(approval_id)
+
+    def update_approval(self, approval_id, expected_state, record):
+        self._fail("update_approval")
+        return super().update_approval(approval_id, expected_state, record)
+
+
+def test_a_store_failure_around_approvals_is_busy_and_nothing_runs():
+    calls: list[str] = []
+    runner = ToolRunner(_send_registry(calls), store=Broken({"create_approval"}))
+    asked = runner.call("send", {"to": "ana"})
+    assert asked == {"ok": False, "error": "busy", "retryable": True, "attempts": 0,
+                     "replayed": False}
+    store = Broken(set())
+    runner = ToolRunner(_send_registry(calls), store=store)
+    approval_id = runner.call("send", {"to": "ana"})["approval_id"]
+    store.failing = {"get_approval"}
+    assert runner.approve(approval_id)["error"] == "busy"
+    assert runner.deny(approval_id)["error"] == "busy"
+    store.failing = {"update_approval"}
+    assert runner.approve(approval_id)["error"] == "busy"
+    assert calls == []
+    store.failing = set()
+    assert runner.approve(approval_id)["ok"] is True and calls == ["ana"]
+
+
+def test_with_the_budget_spent_no_approval_is_opened():
+    store = IdempotencyStore()
+    calls: list[str] = []
+    runner = ToolRunner(_send_registry(calls), store=store, budget=Budget(0))
+    result = runner.call("send", {"to": "ana"})
+    assert result == {"ok": False, "error": "budget_exhausted", "retryable": False,
+                      "attempts": 0, "replayed": False}
+    assert store.list_approvals() == [] and runner.pending_approvals() == []
+    capped = ToolRunner(_send_registry(calls), store=store,
+                        budget=Budget(max_per_effect={"irreversible_write": 0}))
+    assert capped.call("send", {"to": "bob"})["error"] == "budget_exhausted"
+    assert store.list_approvals() == [] and calls == []
+
+
+@pytest.mark.parametrize("attempts", [2, 3, 10])
+def test_an_irreversible_write_that_could_be_retried_is_refused_when_made(attempts):
+    with pytest.raises(ValueError, match="max_attempts must be 1"):
+        ToolSpec("send", "Send.", "irreversible_write", 1.0, attempts, 100, lambda to: to)
+    assert ToolSpec("send", "Send.", "irreversible_write", 1.0, 1, 100, lambda to: to)

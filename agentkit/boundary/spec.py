@@ -70,6 +70,11 @@ class ToolSpec:
         if not _positive_number(self.timeout_seconds):
             raise ValueError("timeout_seconds must be a positive, finite number")
         _require_positive_int("max_attempts", self.max_attempts)
+        if self.effect is Effect.IRREVERSIBLE_WRITE and self.max_attempts != 1:
+            raise ValueError(
+                "an irreversible_write is never retried: max_attempts must be 1 "
+                f"(got {self.max_attempts})"
+            )
         _require_positive_int("max_output_chars", self.max_output_chars)
         _require_positive_int("max_argument_chars", self.max_argument_chars)
         if self.max_concurrency is not None:

@@ -4,10 +4,22 @@ An approval names the tool and the exact arguments that asked for it, so approvi
 never run anything else. The same intent (the same idempotency key) asking twice gets the
 same approval id; an approval is used once, expires after a set time, and keeps its settled
 result so that approving again returns what happened instead of acting again. Records live in
-the idempotency store: with the durable store they survive a restart.
+the idempotency store: with the durable store they survive a restart, and a new process (a
+restarted kernel, the CLI, another host) sees the approvals an earlier one opened.
 
-States: ``pending`` → ``running`` (approved, the write is under way) → ``settled``;
-``pending`` → ``settled`` on deny; ``pending`` → ``expired``.
+States::
+
+    pending ──approve──▶ running ──(the write ran, ok or not)──▶ settled
+       │                    └──(refused before anything ran)──▶ pending
+       ├──deny / the call became invalid──▶ settled (forbidden)
+       └──time-to-live passed──▶ expired
+
+Every move is a compare-and-swap on the record's state in the store, so two approvers (or an
+approver and a denier) racing on one id cannot both win; opening is one atomic
+insert-if-absent (``store.create_approval``). This module is the state machine only: what
+runs, and how its result is counted and traced, is the runner's business
+(:meth:`agentkit.policy.runner.ToolRunner.approve`). Store methods may raise
+``StoreError``; the runner turns that into ``busy``.
 """
 
 from __future__ import annotations
@@ -15,53 +27,85 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from agentkit.boundary.context import CallContext
+from agentkit.boundary.errors import ErrorCode, failure
 
 PENDING, RUNNING, SETTLED, EXPIRED = "pending", "running", "settled", "expired"
 
+#: What :meth:`Approvals.begin` and :meth:`Approvals.deny` decide.
+RUN = "run"  # the caller runs the call now (the record is ``running``)
+ANSWER = "answer"  # answer ``result`` at once; nothing runs
+REPLAY = "replay"  # the approval was settled before: ``result`` is what happened then
+REFUSED = "refused"  # the call may not run any more (the tool or the caller's rights changed)
+DENIED = "denied"  # this deny settled the approval
+
+#: The fields of a record a person is shown (panels, the CLI, ``pending_approvals()``).
+PUBLIC_FIELDS = ("approval_id", "tool", "arguments", "task_id", "principal")
+
+#: ``prepare(record)`` is asked before an approved call runs: a failure dict if it may not
+#: run (invalid now, forbidden now), else None and the lease (seconds) its run may take.
+Prepare = Callable[[dict[str, Any]], "tuple[dict[str, Any] | None, float]"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """A decision of the state machine: ``action`` is one of RUN, ANSWER, REPLAY, REFUSED,
+    DENIED; ``record`` the approval as it now stands (None if there is none); ``result`` the
+    answer for every action but RUN."""
+
+    action: str
+    record: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+
+
+def approval_id_for(key: str, generation: int = 1) -> str:
+    """The id of an intent's approval: derived from its idempotency key, so asking twice
+    gets the same id; an expired one is followed by ``-2``, ``-3`` …"""
+    base = "apr-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:12]
+    return base if generation == 1 else f"{base}-{generation}"
+
 
 class Approvals:
-    """The approval records of one store, with their time-to-live."""
+    """The approval records of one store, with their time-to-live and their state machine."""
 
     def __init__(self, store: Any, ttl_seconds: float, clock: Callable[[], float] = time.time):
-        if ttl_seconds <= 0:
+        if not ttl_seconds > 0:
             raise ValueError("approval_ttl_seconds must be > 0")
         self.store = store
         self.ttl_seconds = ttl_seconds
         self.clock = clock
-        self.known: list[str] = []  # ids opened by this process, for panels
+
+    # ---------------------------------------------------------------- opening and reading
 
     def open(
         self, key: str, fingerprint: str, tool: str, arguments: dict[str, Any], context: CallContext
     ) -> dict[str, Any]:
-        """The live record for this intent: an existing one, or a new ``pending`` one.
+        """The live record for this intent: the existing one, or a new ``pending`` one.
 
-        An expired approval is not revived: the intent gets a new id (``-2``, ``-3`` …), so an
-        id once refused as expired stays refused.
+        One atomic insert-if-absent per id, so two processes asking at once share one
+        record. An expired approval is not revived: the intent gets a new id, so an id once
+        refused as expired stays refused. The caller compares ``fingerprint``: an existing
+        record of the same key with other arguments is an idempotency conflict.
         """
-        base = "apr-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:12]
         generation = 1
         while True:
-            approval_id = base if generation == 1 else f"{base}-{generation}"
-            record = self.get(approval_id)
-            if record is None:
-                record = {
-                    "approval_id": approval_id,
-                    "key": key,
-                    "fingerprint": fingerprint,
-                    "tool": tool,
-                    "arguments": arguments,
-                    "task_id": context.task_id,
-                    "principal": context.principal,
-                    "state": PENDING,
-                    "expires_at": self.clock() + self.ttl_seconds,
-                    "result": None,
-                }
-                self.store.put_approval(approval_id, record)
-                self.known.append(approval_id)
-                return record
+            approval_id = approval_id_for(key, generation)
+            record = self.store.create_approval(approval_id, {
+                "approval_id": approval_id,
+                "key": key,
+                "fingerprint": fingerprint,
+                "tool": tool,
+                "arguments": arguments,
+                "task_id": context.task_id,
+                "principal": context.principal,
+                "state": PENDING,
+                "expires_at": self.clock() + self.ttl_seconds,
+                "result": None,
+            })
+            record = self._expire_if_due(record)
             if record["state"] != EXPIRED:
                 return record
             generation += 1
@@ -70,23 +114,98 @@ class Approvals:
         """The record, with a pending one past its time marked ``expired`` on the way."""
         if not isinstance(approval_id, str):
             return None
-        record = self.store.get_approval(approval_id)
-        if record and record["state"] == PENDING and self.clock() >= record["expires_at"]:
-            expired = {**record, "state": EXPIRED}
-            self.store.update_approval(approval_id, PENDING, expired)
-            record = self.store.get_approval(approval_id)
-        return record
-
-    def move(
-        self, record: dict[str, Any], state: str, result: dict[str, Any] | None = None, **fields: Any
-    ) -> bool:
-        """Compare-and-swap the record from its current state to ``state``."""
-        new = {**record, **fields, "state": state}
-        if result is not None:
-            new["result"] = result
-        return bool(self.store.update_approval(record["approval_id"], record["state"], new))
+        record = self.store.get_approval(str.__str__(approval_id))  # exact copy of model input
+        return None if record is None else self._expire_if_due(record)
 
     def pending(self) -> list[dict[str, Any]]:
-        """Records opened here that still wait for a decision."""
-        records = (self.get(i) for i in self.known)
-        return [r for r in records if r and r["state"] == PENDING]
+        """Every approval in the store that still waits for a decision, oldest first, opened
+        by this process or any other."""
+        records = (self._expire_if_due(r) for r in self.store.list_approvals(PENDING))
+        return [r for r in records if r["state"] == PENDING]
+
+    # ---------------------------------------------------------------- deciding
+
+    def begin(self, approval_id: Any, prepare: Prepare) -> Step:
+        """A person approved: decide whether the call runs now.
+
+        Only the approver that moves the record from ``pending`` to ``running`` gets RUN;
+        the others get ``in_progress`` until it settles. A record left ``running`` past its
+        lease (its approver died) is RUN again by whoever asks: the caller runs it through the
+        idempotency store, whose claim and status lookup make sure it never simply runs twice.
+        """
+        record = self.get(approval_id)
+        while True:
+            if record is None or record["state"] == EXPIRED:
+                return Step(ANSWER, record, failure(ErrorCode.FORBIDDEN))
+            if record["state"] == SETTLED:
+                return Step(REPLAY, record, settled_result(record))
+            refusal, lease = prepare(record)
+            if refusal is not None:
+                if record["state"] == PENDING and not self.move(record, SETTLED, refusal):
+                    record = self.get(approval_id)  # moved by someone else meanwhile
+                    continue
+                return Step(REFUSED, record, refusal)
+            if record["state"] == PENDING:
+                running = {**record, "state": RUNNING, "running_until": self.clock() + lease}
+                if self._swap(record, running):
+                    return Step(RUN, running)
+                record = self.get(approval_id)  # somebody else moved it first
+                continue
+            if self.clock() < record.get("running_until", 0):
+                return Step(ANSWER, record, failure(ErrorCode.IN_PROGRESS))
+            return Step(RUN, record)  # running past its lease: recover through the store
+
+    def finish(self, record: dict[str, Any], result: dict[str, Any], *, ran: bool) -> None:
+        """Record what the approved run did. A run refused before anything ran (no budget, no
+        slot) leaves the approval ``pending``, not used up; another approver's live run
+        (``in_progress``) settles it itself; anything else settles it with ``result``."""
+        code = result.get("error")
+        if code == ErrorCode.IN_PROGRESS.value:
+            return
+        if not ran and code in (ErrorCode.BUDGET_EXHAUSTED.value, ErrorCode.BUSY.value):
+            self.move(record, PENDING)
+            return
+        self.move(record, SETTLED, result)
+
+    def deny(self, approval_id: Any, result: dict[str, Any]) -> Step:
+        """A person refused: settle a pending approval with ``result`` (``forbidden``)."""
+        record = self.get(approval_id)
+        while record is not None and record["state"] == PENDING:
+            if self.move(record, SETTLED, result):
+                return Step(DENIED, {**record, "state": SETTLED, "result": result}, result)
+            record = self.get(approval_id)
+        if record is not None and record["state"] == SETTLED:
+            return Step(REPLAY, record, settled_result(record))
+        if record is not None and record["state"] == RUNNING:
+            return Step(ANSWER, record, failure(ErrorCode.IN_PROGRESS))
+        return Step(ANSWER, record, failure(ErrorCode.FORBIDDEN))
+
+    # ---------------------------------------------------------------- moves
+
+    def move(self, record: dict[str, Any], state: str, result: dict[str, Any] | None = None) -> bool:
+        """Compare-and-swap the record from its current state to ``state``."""
+        new = {**record, "state": state}
+        if result is not None:
+            new["result"] = result
+        return self._swap(record, new)
+
+    def _swap(self, record: dict[str, Any], new: dict[str, Any]) -> bool:
+        return bool(self.store.update_approval(record["approval_id"], record["state"], new))
+
+    def _expire_if_due(self, record: dict[str, Any]) -> dict[str, Any]:
+        if record["state"] == PENDING and self.clock() >= record["expires_at"]:
+            self._swap(record, {**record, "state": EXPIRED})
+            fresh: dict[str, Any] | None = self.store.get_approval(record["approval_id"])
+            return fresh if fresh is not None else {**record, "state": EXPIRED}
+        return record
+
+
+def settled_result(record: dict[str, Any]) -> dict[str, Any]:
+    """The result kept with a settled approval (a copy); ``forbidden`` if none was kept."""
+    result = record.get("result")
+    return dict(result) if isinstance(result, dict) else failure(ErrorCode.FORBIDDEN)
+
+
+def public_view(record: dict[str, Any]) -> dict[str, Any]:
+    """What a person is shown of an approval."""
+    return {field: record.get(field) for field in PUBLIC_FIELDS}

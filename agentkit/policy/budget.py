@@ -54,6 +54,16 @@ class Budget:
             self._used_by[effect] += 1
             return True
 
+    def can_spend(self, effect: Effect | str = Effect.READ) -> bool:
+        """Whether a unit for ``effect`` is left now (nothing is taken): the runner asks before
+        opening an approval, so that no person is asked for a call that could not run."""
+        effect = Effect(effect)
+        with self._lock:
+            if self.max_attempts is not None and self._used >= self.max_attempts:
+                return False
+            cap = self.max_per_effect.get(effect)
+            return cap is None or self._used_by[effect] < cap
+
     def refund(self, effect: Effect | str = Effect.READ) -> None:
         """Give back a unit taken for work that did not run (a ``busy`` attempt)."""
         effect = Effect(effect)

@@ -37,7 +37,18 @@ from agentkit.boundary.invoke import execute, new_call_id, preflight, renderer
 from agentkit.boundary.redaction import safe_name
 from agentkit.boundary.registry import RegisteredTool, ToolRegistry
 from agentkit.boundary.spec import Effect, ToolSpec
-from agentkit.policy.approvals import EXPIRED, PENDING, RUNNING, SETTLED, Approvals
+from agentkit.policy.approvals import (
+    DENIED,
+    REFUSED,
+    REPLAY,
+    RUN,
+    RUNNING,
+    SETTLED,
+    Approvals,
+    Step,
+    public_view,
+    settled_result,
+)
 from agentkit.policy.backoff import Backoff
 from agentkit.policy.budget import Budget
 from agentkit.policy.stores import IdempotencyStore, StoreError
@@ -46,7 +57,6 @@ from agentkit.policy.trace import Trace, TraceRecord
 log = logging.getLogger("agentkit")
 
 _READ_RETRY = {ErrorCode.TRANSIENT_FAILURE.value, ErrorCode.OUTCOME_UNKNOWN.value, ErrorCode.BUSY.value}
-_NOTHING_RAN = {ErrorCode.BUDGET_EXHAUSTED.value, ErrorCode.BUSY.value}
 _UNSURE = {ErrorCode.TRANSIENT_FAILURE.value, ErrorCode.OUTCOME_UNKNOWN.value}
 
 
@@ -150,43 +160,52 @@ class ToolRunner:
     def approve(self, approval_id: Any) -> dict[str, Any]:
         """Run the one call this approval was asked for, once; again returns the same result.
 
-        Only the approver that moves the record from ``pending`` to ``running`` runs it; others
-        get ``in_progress`` until it settles. A record left ``running`` past its lease (its
-        approver died) is recovered through the store: the status lookup decides, or the
-        result is ``outcome_unknown`` — it is never simply run again.
+        The state machine (:mod:`agentkit.policy.approvals`) decides whether this approver
+        runs it; the run goes through the idempotency store, so an approver that died mid-run
+        is recovered by the status lookup (or ``outcome_unknown``), never simply run again.
+        A store that cannot be used answers ``busy``: nothing ran.
         """
         call_id = new_call_id()
         started = time.monotonic()
-        record = self.approvals.get(approval_id)
-        while True:
-            if record is None or record["state"] == EXPIRED:
-                self._note(call_id, safe_name(approval_id), "", "approval", 0, "forbidden", started)
-                return _finish(failure(ErrorCode.FORBIDDEN), 0, False, Effect.IRREVERSIBLE_WRITE)
-            if record["state"] == SETTLED:
-                return self._replay_settled(call_id, record, started)
-            entry, checked, refusal = preflight(
-                self.registry, record["tool"], record["arguments"], self.context, call_id
-            )
-            if refusal is not None:  # the tool or the caller's rights changed since the request
-                if record["state"] == PENDING and not self.approvals.move(record, SETTLED, refusal):
-                    record = self.approvals.get(approval_id)
-                    continue
-                self._note(call_id, record["tool"], "irreversible_write", "refused", 0,
-                           refusal["error"], started)
-                return _finish(refusal, 0, False, Effect.IRREVERSIBLE_WRITE)
-            assert entry is not None and checked is not None
-            call = _Call(call_id, entry, checked)
-            if record["state"] == PENDING:
-                running = {"running_until": self.approvals.clock() + self._lease(call)}
-                if self.approvals.move(record, RUNNING, **running):
-                    record = {**record, "state": RUNNING, **running}
-                    break
-                record = self.approvals.get(approval_id)  # somebody else moved it first
-                continue
-            if self.approvals.clock() < record.get("running_until", 0):
-                return _finish(failure(ErrorCode.IN_PROGRESS), 0, False, Effect.IRREVERSIBLE_WRITE)
-            break  # running past its lease: its approver is gone; recover below
+        try:
+            return self._approve(call_id, approval_id, started)
+        except StoreError as exc:
+            log.error("%s approve %s: the store failed before anything ran: %s",
+                      call_id, safe_name(approval_id), exc)
+            return _finish(failure(ErrorCode.BUSY), 0, False, Effect.IRREVERSIBLE_WRITE)
 
+    def _approve(self, call_id: str, approval_id: Any, started: float) -> dict[str, Any]:
+        prepared: list[_Call] = []
+        step = self.approvals.begin(approval_id, lambda record: self._prepare(call_id, record, prepared))
+        if step.action != RUN:
+            return self._answer_approval(call_id, approval_id, step, started)
+        assert step.record is not None and prepared
+        call, record = prepared[-1], step.record
+        result = self._run_approved(call, record, started)
+        settled = _finish({k: v for k, v in result.items() if k != "replayed"}, call.attempts,
+                          False, Effect.IRREVERSIBLE_WRITE)
+        try:
+            self.approvals.finish(record, settled, ran=call.attempts > 0)
+        except StoreError as exc:  # the run's outcome is known and returned; the record waits
+            log.error("%s %s: the approval could not be settled in the store: %s",
+                      call_id, call.spec.name, exc)
+        return _finish(result, call.attempts, bool(result.get("replayed")), Effect.IRREVERSIBLE_WRITE)
+
+    def _prepare(self, call_id: str, record: dict[str, Any], prepared: list[_Call]) -> tuple[dict[str, Any] | None, float]:
+        """Check an approved call again before it runs (the tool or the caller's rights may
+        have changed since it was asked for): a refusal, or None and the run's lease."""
+        entry, checked, refusal = preflight(
+            self.registry, record["tool"], record["arguments"], self.context, call_id
+        )
+        if refusal is not None:
+            return refusal, 0.0
+        assert entry is not None and checked is not None
+        call = _Call(call_id, entry, checked, key=record["key"])
+        prepared.append(call)
+        return None, self._lease(call)
+
+    def _run_approved(self, call: _Call, record: dict[str, Any], started: float) -> dict[str, Any]:
+        """The one run of an approved irreversible write, under its key's claim."""
         result = self.store.run_once(
             record["key"],
             lambda: self._irreversible_attempt(call),
@@ -195,35 +214,45 @@ class ToolRunner:
             lease_seconds=self._lease(call),
             full_sync=True,
         )
-        replayed = bool(result.get("replayed"))
-        if replayed:
-            self._note(call_id, call.spec.name, call.spec.effect.value, "replay", 0, "ok", started)
-        if result.get("error") == ErrorCode.IN_PROGRESS.value:
-            pass  # another approver's run is still live; it settles the record
-        elif call.attempts == 0 and result.get("error") in _NOTHING_RAN:
-            # Refused before the handler ran (budget spent, no slot): the approval is not used up.
-            self.approvals.move(record, PENDING)
-        else:
-            settled = {k: v for k, v in result.items() if k != "replayed"}
-            self.approvals.move(record, SETTLED, _finish(settled, call.attempts, False, Effect.IRREVERSIBLE_WRITE))
-        return _finish(result, call.attempts, replayed, Effect.IRREVERSIBLE_WRITE)
+        if result.get("replayed"):
+            self._note(call.call_id, call.spec.name, call.spec.effect.value, "replay", 0, "ok", started)
+        return result
+
+    def _answer_approval(self, call_id: str, approval_id: Any, step: Step,
+                         started: float) -> dict[str, Any]:
+        """Trace and stamp an approval decision that ran nothing."""
+        assert step.result is not None
+        tool = step.record["tool"] if step.record else safe_name(approval_id)
+        if step.action == REPLAY:
+            return self._replay_settled(call_id, tool, step.result, started)
+        code = step.result.get("error", "")
+        if step.action == REFUSED:
+            self._note(call_id, tool, Effect.IRREVERSIBLE_WRITE.value, "refused", 0, code, started)
+        elif code != ErrorCode.IN_PROGRESS.value:
+            effect = Effect.IRREVERSIBLE_WRITE.value if step.record else ""
+            self._note(call_id, tool, effect, "approval", 0, code, started)
+        return _finish(step.result, 0, False, Effect.IRREVERSIBLE_WRITE)
 
     def deny(self, approval_id: Any) -> dict[str, Any]:
         """Settle a pending approval as ``forbidden``: nothing runs, now or later."""
         call_id = new_call_id()
         started = time.monotonic()
-        record = self.approvals.get(approval_id)
-        denied = failure(ErrorCode.FORBIDDEN)
-        while record is not None and record["state"] == PENDING:
-            if self.approvals.move(record, SETTLED, _finish(denied, 0, False, Effect.IRREVERSIBLE_WRITE)):
-                self._note(call_id, record["tool"], "irreversible_write", "approval", 0, "forbidden", started)
-                return _finish(denied, 0, False, Effect.IRREVERSIBLE_WRITE)
-            record = self.approvals.get(approval_id)
-        if record is not None and record["state"] == SETTLED:
-            return self._replay_settled(call_id, record, started)
-        if record is not None and record["state"] == RUNNING:
-            return _finish(failure(ErrorCode.IN_PROGRESS), 0, False, Effect.IRREVERSIBLE_WRITE)
-        return _finish(denied, 0, False, Effect.IRREVERSIBLE_WRITE)
+        denied = _finish(failure(ErrorCode.FORBIDDEN), 0, False, Effect.IRREVERSIBLE_WRITE)
+        try:
+            step = self.approvals.deny(approval_id, denied)
+        except StoreError as exc:
+            log.error("%s deny %s: the store failed: %s", call_id, safe_name(approval_id), exc)
+            return _finish(failure(ErrorCode.BUSY), 0, False, Effect.IRREVERSIBLE_WRITE)
+        if step.action == DENIED:
+            assert step.record is not None
+            self._note(call_id, step.record["tool"], Effect.IRREVERSIBLE_WRITE.value, "approval", 0,
+                       ErrorCode.FORBIDDEN.value, started)
+            return dict(denied)
+        if step.action == REPLAY:
+            assert step.record is not None and step.result is not None
+            return self._replay_settled(call_id, step.record["tool"], step.result, started)
+        assert step.result is not None
+        return _finish(step.result, 0, False, Effect.IRREVERSIBLE_WRITE)
 
     # ------------------------------------------------------------------ async hosts
 
@@ -254,11 +283,12 @@ class ToolRunner:
             return _finish(failure(ErrorCode.BUSY), 0, False, "")
 
     def pending_approvals(self) -> list[dict[str, Any]]:
-        """Approvals asked for through this runner that still wait for a decision."""
-        return [
-            {k: r[k] for k in ("approval_id", "tool", "arguments", "task_id", "principal")}
-            for r in self.approvals.pending()
-        ]
+        """The approvals in the store that still wait for a decision, oldest first: those
+        this runner opened and those any earlier process (a restarted kernel, the CLI,
+        another host) opened in the same store. Each has ``approval_id``, ``tool``,
+        ``arguments``, ``task_id`` and ``principal``. Raises ``StoreError`` if the store
+        cannot be read (this is a person's view, not model input)."""
+        return [public_view(record) for record in self.approvals.pending()]
 
     # ------------------------------------------------------------------ reads
 
@@ -404,15 +434,28 @@ class ToolRunner:
     # ------------------------------------------------------------------ irreversible writes
 
     def _ask_approval(self, call: _Call, key: str) -> dict[str, Any]:
+        """The first call of an irreversible write: open (or find) its approval; nothing runs.
+        With the budget spent no person is asked: ``budget_exhausted``."""
         started = time.monotonic()
         spec = call.spec
-        record = self.approvals.open(key, self._fingerprint(call), spec.name, call.arguments, self.context)
-        if record["fingerprint"] != self._fingerprint(call):
+        if not self.budget.can_spend(spec.effect):
+            self._note(call.call_id, spec.name, spec.effect.value, "refused", 0,
+                       ErrorCode.BUDGET_EXHAUSTED.value, started)
+            return _finish(failure(ErrorCode.BUDGET_EXHAUSTED), 0, False, spec.effect)
+        fingerprint = self._fingerprint(call)
+        try:
+            record = self.approvals.open(key, fingerprint, spec.name, call.arguments, self.context)
+        except StoreError as exc:
+            log.error("%s %s: the store failed, no approval opened: %s", call.call_id, spec.name, exc)
+            self._note(call.call_id, spec.name, spec.effect.value, "refused", 0,
+                       ErrorCode.BUSY.value, started)
+            return _finish(failure(ErrorCode.BUSY), 0, False, spec.effect)
+        if record["fingerprint"] != fingerprint:
             self._note(call.call_id, spec.name, spec.effect.value, "refused", 0,
                        ErrorCode.IDEMPOTENCY_CONFLICT.value, started)
             return _finish(failure(ErrorCode.IDEMPOTENCY_CONFLICT), 0, False, spec.effect)
         if record["state"] == SETTLED:
-            return self._replay_settled(call.call_id, record, started)
+            return self._replay_settled(call.call_id, spec.name, settled_result(record), started)
         if record["state"] == RUNNING:
             return _finish(failure(ErrorCode.IN_PROGRESS), 0, False, spec.effect)
         self._note(call.call_id, spec.name, spec.effect.value, "approval", 0,
@@ -424,10 +467,9 @@ class ToolRunner:
         result, _ = self._attempt(call)
         return result if result["ok"] else {**result, "retryable": False}
 
-    def _replay_settled(self, call_id: str, record: dict[str, Any], started: float) -> dict[str, Any]:
-        result = dict(record["result"] or failure(ErrorCode.FORBIDDEN))
+    def _replay_settled(self, call_id: str, tool: str, result: dict[str, Any], started: float) -> dict[str, Any]:
         outcome = "ok" if result.get("ok") else result.get("error", "")
-        self._note(call_id, record["tool"], "irreversible_write", "replay", 0, outcome, started)
+        self._note(call_id, tool, Effect.IRREVERSIBLE_WRITE.value, "replay", 0, outcome, started)
         return _finish(result, 0, True, Effect.IRREVERSIBLE_WRITE)
 
     # ------------------------------------------------------------------ shared steps
