@@ -1137,21 +1137,21 @@ def test_pg_only_claims_and_full_sync_writes_wait_for_the_flush(
         return execute(self, query, *args, **kwargs)
 
     monkeypatch.setattr(psycopg.Connection, "execute", recording)
-    relaxed = "SET LOCAL synchronous_commit = off"
-
-    def statements_between(first: str, last: str) -> list[str]:
-        start = next(i for i, q in enumerate(sent) if first in q)
-        return sent[start : next(i for i in range(start, len(sent)) if last in sent[i]) + 1]
+    relaxed, durable_commit = "synchronous_commit = off", "synchronous_commit = on; COMMIT"
 
     assert store.run_once("reversible", Op(OK), "fp") == OK
-    claim_tx = statements_between("INSERT INTO agentkit_claims", "agentkit_claims")
-    assert relaxed not in claim_tx
-    assert sent.count(relaxed) == 1  # the completion only
-    assert sent.index(relaxed) > sent.index(claim_tx[-1])
+    claim_at = next(i for i, q in enumerate(sent) if "INSERT INTO agentkit_claims" in q)
+    result_at = next(i for i, q in enumerate(sent) if "INSERT INTO agentkit_results" in q)
+    commits = [i for i, q in enumerate(sent) if q.endswith("COMMIT")]
+    claim_commit = next(i for i in commits if i > claim_at)
+    result_commit = next(i for i in commits if i > result_at)
+    assert durable_commit in sent[claim_commit]  # the claim waits for the flush
+    assert durable_commit not in sent[result_commit]  # the stored result need not
+    assert relaxed in next(q for q in reversed(sent[:result_at]) if q.startswith("BEGIN"))
     sent.clear()
     assert store.run_once("irreversible", Op(OK), "fp", full_sync=True) == OK
     store.create_approval("a1", {"state": "pending"})
-    assert relaxed not in sent
+    assert sent and not any(relaxed in q for q in sent)
 
 
 def test_pg_lease_deadlines_come_from_the_database_clock(pg: Backend) -> None:

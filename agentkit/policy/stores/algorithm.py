@@ -135,7 +135,9 @@ class Transaction(Protocol):
 
     Results are ``(fingerprint, result JSON text)``; approvals are their JSON text. A
     ``write`` transaction must make its reads and writes one atomic step (a lock, ``BEGIN
-    IMMEDIATE``, or ``lock(name)`` for backends that lock per key).
+    IMMEDIATE``, or ``lock(name)`` for backends that lock per key). ``insert_result`` keeps
+    a result already there (the first one wins); ``insert_claim`` returns False when the key
+    is claimed already.
     """
 
     def now(self) -> float: ...
@@ -369,10 +371,10 @@ class StoreBase:
         stored = tx.result(key)
         if stored is not None:  # completed since the fast path looked
             return self._replay(stored, fingerprint)
+        claim = tx.claim(key)
         now = tx.now()
         pid, start = this_process()
         mine = Claim(os.urandom(16).hex(), fingerprint, self.host, pid, start, now + ttl)
-        claim = tx.claim(key)
         if claim is None:
             if not tx.insert_claim(key, mine):
                 return failure(ErrorCode.IN_PROGRESS)
@@ -455,8 +457,7 @@ class StoreBase:
             raise TypeError("an ok result must be JSON-serialisable to be stored") from exc
         with self.transaction(write=True, full_sync=full_sync) as tx:
             tx.lock(key)
-            if tx.result(key) is None:
-                tx.insert_result(key, mine.fingerprint, text)
+            tx.insert_result(key, mine.fingerprint, text)  # unless one is there already
             still_mine = tx.delete_claim(key, mine.token)
         if not still_mine:
             logger.warning(

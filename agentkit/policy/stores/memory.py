@@ -66,6 +66,8 @@ class MemoryTransaction:
 
     def insert_result(self, key: str, fingerprint: str | None, text: str) -> None:
         results = self._s._results
+        if key in results:
+            return
         results[key] = (fingerprint, text)
         limit = self._s.max_keys
         while limit is not None and len(results) > limit:

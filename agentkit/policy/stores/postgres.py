@@ -45,6 +45,7 @@ Schema and connections
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import threading
@@ -103,6 +104,7 @@ class PostgresTransaction:
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self._c = conn
+        self._now: float | None = None
         self.claimed = False  # took a claim: its commit must wait for the WAL flush
 
     def _one(self, query: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
@@ -110,9 +112,11 @@ class PostgresTransaction:
         return row
 
     def now(self) -> float:
-        row = self._one("SELECT extract(epoch FROM clock_timestamp())::float8")
-        assert row is not None
-        return float(row[0])
+        if self._now is None:  # claim() reads the clock along with the claim
+            row = self._one("SELECT extract(epoch FROM clock_timestamp())::float8")
+            assert row is not None
+            self._now = float(row[0])
+        return self._now
 
     def lock(self, name: str) -> None:
         self._c.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (name,))
@@ -122,8 +126,15 @@ class PostgresTransaction:
         return None if row is None else (row[0], row[1])
 
     def claim(self, key: str) -> Claim | None:
-        row = self._one(f"SELECT {_CLAIM_COLUMNS} FROM agentkit_claims WHERE key = %s", (key,))
-        return None if row is None else Claim(*row)
+        row = self._one(
+            "SELECT extract(epoch FROM clock_timestamp())::float8,"
+            f" {', '.join('c.' + c for c in _CLAIM_COLUMNS.split(', '))}"
+            " FROM (SELECT 1) AS one LEFT JOIN agentkit_claims AS c ON c.key = %s",
+            (key,),
+        )
+        assert row is not None
+        self._now = float(row[0])
+        return None if row[1] is None else Claim(*row[1:])
 
     def insert_claim(self, key: str, claim: Claim) -> bool:
         cur = self._c.execute(
@@ -261,7 +272,6 @@ class PostgresIdempotencyStore(StoreBase):
                 "connect_timeout": max(1, round(self.connect_timeout_seconds)),
             },
             configure=_configure,
-            check=ConnectionPool.check_connection,  # a restarted server's dead sockets
             timeout=self.connect_timeout_seconds,
             name=f"agentkit {self.address}",
         )
@@ -272,11 +282,7 @@ class PostgresIdempotencyStore(StoreBase):
         text = str(exc).strip().splitlines()
         return f"{type(exc).__name__}: {text[0] if text else 'no detail'}"
 
-    @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        import psycopg
-        import psycopg_pool
-
+    def _current_pool(self) -> psycopg_pool.ConnectionPool[Any]:
         with self._schema_lock:
             if self._closed:
                 raise StoreError(f"{self.address}: the store is closed")
@@ -286,17 +292,49 @@ class PostgresIdempotencyStore(StoreBase):
                     # (closing would end the parent's sessions): keep them untouched.
                     self._inherited.append(self._pool)
                 self._pool, self._pool_pid = self._new_pool(), os.getpid()
-            pool = self._pool
+            return self._pool
+
+    @contextmanager
+    def _begun(self, begin: str) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection on which ``begin`` (a BEGIN) has run.
+
+        BEGIN doubles as the liveness check: a connection that a server restart (or
+        ``pg_terminate_backend``) killed fails it before anything was done, so it is
+        dropped and the next one is tried; the pool reconnects.
+        """
+        import psycopg
+        import psycopg_pool
+
+        pool = self._current_pool()
+        for _ in range(self.pool_size + 1):
+            try:
+                conn = pool.getconn()
+            except psycopg_pool.PoolTimeout as exc:
+                raise StoreError(
+                    f"{self.address}: no connection within {self.connect_timeout_seconds:g} s"
+                    " (is the server up and reachable?)"
+                ) from exc
+            try:
+                self._ensure_schema(conn)
+                conn.execute(begin)
+            except psycopg.OperationalError as exc:
+                pool.putconn(conn)  # a broken connection is discarded by the pool
+                if not conn.broken:
+                    raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
+                continue
+            except psycopg.Error as exc:
+                pool.putconn(conn)
+                raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
+            except BaseException:
+                pool.putconn(conn)
+                raise
+            break
+        else:
+            raise StoreError(f"{self.address}: every connection failed (server restarting?)")
         try:
-            with pool.connection() as conn:
-                yield conn
-        except psycopg_pool.PoolTimeout as exc:
-            raise StoreError(
-                f"{self.address}: no connection within {self.connect_timeout_seconds:g} s"
-                " (is the server up and reachable?)"
-            ) from exc
-        except psycopg.Error as exc:
-            raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
+            yield conn
+        finally:
+            pool.putconn(conn)
 
     def _ensure_schema(self, conn: psycopg.Connection[Any]) -> None:
         """Create the tables once, under an advisory lock; refuse a newer schema."""
@@ -327,21 +365,30 @@ class PostgresIdempotencyStore(StoreBase):
     def transaction(
         self, *, write: bool, full_sync: bool = False
     ) -> Iterator[PostgresTransaction]:
-        """A write is one transaction, whose commit waits for the WAL flush when it took a
-        claim or ``full_sync`` is set (see "Durability"); a read runs in autocommit."""
+        """One transaction. A write's commit waits for the WAL flush when it took a claim or
+        ``full_sync`` is set, and only then (see "Durability"); a read is read-only."""
         import psycopg
 
-        with self._connection() as conn:
+        relaxed = write and not full_sync
+        if not write:
+            begin = "BEGIN READ ONLY"
+        elif relaxed:
+            begin = "BEGIN; SET LOCAL synchronous_commit = off"
+        else:
+            begin = "BEGIN"
+        with self._begun(begin) as conn:
+            tx = PostgresTransaction(conn)
             try:
-                self._ensure_schema(conn)
-                if write:
-                    with conn.transaction():
-                        tx = PostgresTransaction(conn)
-                        yield tx
-                        if not (tx.claimed or full_sync):
-                            conn.execute("SET LOCAL synchronous_commit = off")
+                try:
+                    yield tx
+                except BaseException:
+                    with contextlib.suppress(psycopg.Error):
+                        conn.execute("ROLLBACK")
+                    raise
+                if relaxed and tx.claimed:
+                    conn.execute("SET LOCAL synchronous_commit = on; COMMIT")
                 else:
-                    yield PostgresTransaction(conn)
+                    conn.execute("COMMIT")
             except psycopg.Error as exc:
                 raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
 

@@ -139,7 +139,8 @@ class SQLiteTransaction:
 
     def insert_result(self, key: str, fingerprint: str | None, text: str) -> None:
         self._c.execute(
-            "INSERT INTO results (key, fingerprint, result, completed_at) VALUES (?, ?, ?, ?)",
+            "INSERT OR IGNORE INTO results (key, fingerprint, result, completed_at)"
+            " VALUES (?, ?, ?, ?)",
             (key, fingerprint, text, time.time()),
         )
 
