@@ -92,3 +92,13 @@ def test_cancelling_the_caller_cancels_the_handler_frees_its_slot_and_propagates
 
     assert asyncio.run(go()) == {"ok": True, "data": "second ran"}
     assert events == ["handler cancelled", "caller saw CancelledError"]
+
+
+def test_import_agentkit_does_not_import_asyncio() -> None:
+    """asyncio (with ssl) is about a third of ``import agentkit``; sync programs never need it."""
+    import subprocess
+    import sys
+
+    code = "import sys, agentkit; print('asyncio' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -37,7 +37,6 @@ plain failure: cancellation does not prove that a write did not happen.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import inspect
 import logging
@@ -47,7 +46,24 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import asyncio
+else:
+
+    class _AsyncioOnFirstUse:
+        """Stands in for the ``asyncio`` module until this module first uses it, then puts the
+        module itself in its place: a program that only makes sync calls never imports asyncio
+        (with ssl, about a third of ``import agentkit``)."""
+
+        def __getattr__(self, name: str) -> Any:
+            import asyncio as module
+
+            globals()["asyncio"] = module
+            return getattr(module, name)
+
+    asyncio = _AsyncioOnFirstUse()
 
 #: How long an idle worker thread waits for more work before it exits.
 IDLE_SECONDS = 30.0
@@ -154,7 +170,10 @@ class DeadlinePassed(Exception):
 
 
 if sys.version_info >= (3, 11):
-    _timeout_scope = asyncio.timeout
+
+    def _timeout_scope(delay: float) -> asyncio.Timeout:
+        return asyncio.timeout(delay)
+
 else:  # pragma: no cover - exercised on Python 3.10 only
 
     class _timeout_scope:
