@@ -508,3 +508,36 @@ def test_acall_uses_the_callers_context_not_the_models() -> None:
     assert arun(refused.acall("search", {"query": "q"}))["error"] == "forbidden"
     assert tools.calls == 1
 
+
+
+# --------------------------------------------------------------------------- one attempt, both ways
+
+ATTEMPT_ROWS = ["none", "fail_first", "hang", "huge", "deny", "missing", "unknown_tool"]
+
+
+@pytest.mark.parametrize("limited", [False, True], ids=["no-limit", "max_concurrency"])
+@pytest.mark.parametrize("effect", list(ARGS))
+@pytest.mark.parametrize("row", ATTEMPT_ROWS)
+def test_ainvoke_tool_matches_invoke_tool_for_coroutine_handlers(row: str, effect: str, limited: bool) -> None:
+    """One attempt of an ``async def`` handler, sync and async: the same dict, the same calls
+    (with a free slot the async side runs on the caller's loop, with a limit through a worker)."""
+    import dataclasses
+
+    def world() -> tuple[ToolRegistry, AsyncTools]:
+        tools = AsyncTools("none" if row in ("missing", "unknown_tool") else row)
+        registry = async_registry(tools, timeout=SHORT if row == "hang" else 2.0)
+        if limited:
+            registry = ToolRegistry([dataclasses.replace(spec, max_concurrency=1) for spec in registry])
+        return registry, tools
+
+    name, arguments = ARGS[effect]
+    if row == "missing":
+        arguments = dict(list(arguments.items())[1:])
+    if row == "unknown_tool":
+        name = name + "_v2"
+    sync_registry, sync_tools = world()
+    async_registry_, async_tools = world()
+    expected = invoke_tool(sync_registry, name, arguments)
+    assert arun(ainvoke_tool(async_registry_, name, arguments)) == expected
+    assert async_tools.calls == sync_tools.calls
+    assert async_tools.ledger == sync_tools.ledger
