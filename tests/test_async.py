@@ -541,3 +541,19 @@ def test_ainvoke_tool_matches_invoke_tool_for_coroutine_handlers(row: str, effec
     assert arun(ainvoke_tool(async_registry_, name, arguments)) == expected
     assert async_tools.calls == sync_tools.calls
     assert async_tools.ledger == sync_tools.ledger
+
+
+def test_a_coroutine_handler_may_call_a_sync_entry_point_without_deadlocking_its_loop() -> None:
+    """The outer handler runs on the caller's loop and calls sync ``invoke_tool``; the inner
+    coroutine handler cannot run on that (now blocked) loop, so it runs on a worker's own."""
+    inner_tools = AsyncTools()
+    inner = async_registry(inner_tools)
+
+    async def outer(query: str) -> str:
+        result = invoke_tool(inner, "search", {"query": query})  # blocks this loop, on purpose
+        return str(result["data"])
+
+    registry = ToolRegistry([ToolSpec("outer", "d", "read", 2.0, 1, 100, outer)])
+    result = arun(ToolRunner(registry).acall("outer", {"query": "q"}))
+    assert result["ok"] and result["data"] == "notes about q"
+    assert inner_tools.calls == 1 and inner_tools.threads[0].startswith("agentkit-worker")

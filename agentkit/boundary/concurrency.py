@@ -254,6 +254,16 @@ def close_own_loop() -> None:
             loop.close()
 
 
+def _is_running_here(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether ``loop`` is this thread's running loop: a coroutine handler that calls a sync
+    entry point (``invoke_tool``) is itself on the caller's loop, which then cannot serve the
+    inner handler while it waits; that one runs on a worker's own loop instead."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
 def is_coroutine_handler(handler: Callable[..., Any]) -> bool:
     """Whether ``handler`` is an ``async def`` (or a partial of one).
 
@@ -498,7 +508,7 @@ def run_limited(
             end()
 
     loop = _CALLER_LOOP.get()
-    if loop is not None and is_coroutine_handler(handler):
+    if loop is not None and is_coroutine_handler(handler) and not _is_running_here(loop):
         coroutine = on_caller_loop()
         try:
             asyncio.run_coroutine_threadsafe(coroutine, loop)
