@@ -97,8 +97,10 @@ class WorkerPool:
                 return
             self._started += 1
             number = self._started
+        # The task goes in a list the worker empties: a Thread keeps its args until it exits,
+        # and must not keep the first attempt (its value, its exception) alive that long.
         thread = threading.Thread(
-            target=self._work, args=(task,), name=f"{self._name}-{number}", daemon=True
+            target=self._work, args=([task],), name=f"{self._name}-{number}", daemon=True
         )
         try:
             thread.start()
@@ -107,9 +109,13 @@ class WorkerPool:
                 self._started -= 1
             raise WorkerUnavailable(str(exc)) from exc
 
-    def _work(self, task: Callable[[], None]) -> None:
+    def _work(self, first: list[Callable[[], None]]) -> None:
+        task = first.pop()
         while True:
             task()
+            # Let go of the finished task before waiting for the next one: an idle worker must
+            # not keep the last attempt (its value, its exception) alive for IDLE_SECONDS.
+            del task
             with self._lock:
                 self._idle += 1
             try:

@@ -52,7 +52,7 @@ from agentkit.policy.approvals import (
 from agentkit.policy.backoff import Backoff
 from agentkit.policy.budget import Budget
 from agentkit.policy.stores import IdempotencyStore, StoreError
-from agentkit.policy.trace import Trace, TraceRecord
+from agentkit.policy.trace import DEFAULT_MAX_RECORDS, Trace, TraceRecord
 
 log = logging.getLogger("agentkit")
 
@@ -82,6 +82,8 @@ class ToolRunner:
 
     ``sleep`` is injected so tests and notebooks never wait on the wall clock (see also
     :func:`agentkit.set_testing`); ``clock`` (wall time) decides approval expiry.
+    ``max_trace_records`` bounds :attr:`trace` (the most recent records are kept; None keeps
+    all), so a long-running kernel or server does not grow without end.
     """
 
     def __init__(
@@ -95,12 +97,13 @@ class ToolRunner:
         approval_ttl_seconds: float = 3600.0,
         backoff: Backoff | None = None,
         clock: Callable[[], float] = time.time,
+        max_trace_records: int | None = DEFAULT_MAX_RECORDS,
     ) -> None:
         self.registry = registry
         self.store = store if store is not None else IdempotencyStore()
         self.budget = budget if budget is not None else Budget()
         self.context = context if context is not None else CallContext()
-        self.trace = Trace()
+        self.trace = Trace(max_trace_records)
         self.approvals = Approvals(self.store, approval_ttl_seconds, clock)
         self._sleep = sleep
         self._backoff = backoff if backoff is not None else Backoff()

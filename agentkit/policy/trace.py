@@ -3,20 +3,60 @@
 An error code alone cannot show that a tool wrote twice; a trace of every attempt, status
 lookup and replay can. Times are kept (for the timeline picture) but left out of
 ``to_frame()`` by default, because a notebook's checked output must not hold timings.
+
+Memory stays bounded however long a kernel runs: the trace keeps the most recent
+``max_records`` records (default :data:`DEFAULT_MAX_RECORDS`; ``call_counts()`` still counts
+every handler run ever traced), and a record never keeps a handler's value, exception or
+frames alive: it keeps only the attempt's times (:class:`AttemptTimes`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentkit.boundary.concurrency import Attempt, DoneFlag
+
 if TYPE_CHECKING:  # pandas is imported only when a frame is asked for
     import pandas
 
-    from agentkit.boundary.concurrency import Attempt
+#: How many records a trace keeps by default (the oldest are dropped first).
+DEFAULT_MAX_RECORDS = 10_000
+
+_SET = DoneFlag()
+_SET.set()
+
+
+class AttemptTimes:
+    """When one handler attempt started, finished and landed (``time.monotonic()`` values).
+
+    Copied from the :class:`~agentkit.boundary.concurrency.Attempt` the moment it really
+    returns (at once if it already has), so the trace never holds the attempt itself: not
+    the handler's value, not its exception and the frames that exception keeps.
+    """
+
+    __slots__ = ("_done", "finished_at", "landed_at", "started_at")
+
+    def __init__(self, attempt: Attempt) -> None:
+        self.started_at = attempt.started_at
+        self.finished_at: float | None = None
+        self.landed_at: float | None = attempt.landed_at
+        self._done: DoneFlag | None = attempt.done  # until it has returned
+        attempt.add_done_callback(lambda: self._copy(attempt))
+
+    def _copy(self, attempt: Attempt) -> None:
+        self.started_at = attempt.started_at
+        self.finished_at = attempt.finished_at
+        self.landed_at = attempt.landed_at
+        self._done = None
+
+    @property
+    def done(self) -> DoneFlag:
+        """Set once the attempt has really returned (for tests that wait for a late one)."""
+        return self._done if self._done is not None else _SET
 
 COLUMNS = ["call_id", "tool", "effect", "step", "attempt", "outcome", "handler_ran", "replayed"]
 
@@ -37,7 +77,11 @@ class TraceRecord:
     replayed: bool
     started_at: float
     ended_at: float
-    _handle: Attempt | None = field(default=None, repr=False, compare=False)
+    _handle: AttemptTimes | Attempt | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self._handle, Attempt):  # keep its times, never the attempt itself
+            object.__setattr__(self, "_handle", AttemptTimes(self._handle))
 
     @property
     def duration(self) -> float:
@@ -54,15 +98,30 @@ class TraceRecord:
 
 
 class Trace:
-    """Thread-safe list of :class:`TraceRecord`; times are ``time.monotonic()`` values."""
+    """Thread-safe, bounded list of :class:`TraceRecord`; times are ``time.monotonic()``
+    values. Keeps the last ``max_records`` records (None: all of them, for a short demo)."""
 
-    def __init__(self) -> None:
-        self._records: list[TraceRecord] = []
+    def __init__(self, max_records: int | None = DEFAULT_MAX_RECORDS) -> None:
+        if max_records is not None and (not isinstance(max_records, int) or max_records < 1):
+            raise ValueError("max_records must be an integer >= 1 or None")
+        self.max_records = max_records
+        self._records: deque[TraceRecord] = deque(maxlen=max_records)
+        self._runs: Counter[str] = Counter()
+        self._added = 0
         self._lock = threading.Lock()
 
     def add(self, record: TraceRecord) -> None:
         with self._lock:
             self._records.append(record)
+            self._added += 1
+            if record.handler_ran:
+                self._runs[record.tool] += 1
+
+    @property
+    def dropped(self) -> int:
+        """How many of the oldest records were let go to keep the trace bounded."""
+        with self._lock:
+            return self._added - len(self._records)
 
     @property
     def records(self) -> list[TraceRecord]:
@@ -76,9 +135,10 @@ class Trace:
         return len(self._records)
 
     def call_counts(self) -> dict[str, int]:
-        """Handler runs per tool: the number a failure table must be honest about."""
-        counts: Counter[str] = Counter(r.tool for r in self.records if r.handler_ran)
-        return dict(sorted(counts.items()))
+        """Handler runs per tool: the number a failure table must be honest about. Counts
+        every run ever traced, also those whose records were dropped to bound the trace."""
+        with self._lock:
+            return dict(sorted(self._runs.items()))
 
     def to_frame(self, *, durations: bool = False) -> pandas.DataFrame:
         """A pandas DataFrame, one row per record, in the order the steps happened."""
