@@ -273,6 +273,10 @@ class PostgresIdempotencyStore(StoreBase):
             },
             configure=_configure,
             timeout=self.connect_timeout_seconds,
+            # No background retries with growing back-off: a failed connect gives up at
+            # once, and the next call that needs a connection tries afresh, so a server
+            # that is back serves the very next call.
+            reconnect_timeout=0,
             name=f"agentkit {self.address}",
         )
         pool.open(wait=False)
