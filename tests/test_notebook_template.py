@@ -167,3 +167,26 @@ def test_terms_are_introduced_before_use():
         first = re.search(rf"\b{term}", course)
         assert first is not None
         assert course[first.start() - 2: first.start()] == "**", f"define '{term}' in bold where the course first uses it"
+
+
+def outputs_of(path: Path, needle: str) -> str:
+    """Every stored output (text/html and text/plain) of the first code cell holding ``needle``."""
+    for cell in cells(path):
+        if cell["cell_type"] == "code" and needle in "".join(cell["source"]):
+            parts = []
+            for output in cell.get("outputs", []):
+                data = output.get("data", {})
+                parts += ["".join(data.get(kind, "")) for kind in ("text/html", "text/plain")]
+                parts.append("".join(output.get("text", "")))
+            return "\n".join(parts)
+    raise LookupError(f"{path.name}: no code cell holds {needle!r}")
+
+
+def test_tables_show_what_the_prose_refers_to():
+    exercises = NOTEBOOKS / "06_exercises.ipynb"
+    table = outputs_of(exercises, "pd.DataFrame({\"tool\": list(TOOLS_TO_CLASSIFY)")
+    assert "it can be moved back" in table and "customer's e-mail" in table  # not cut at 50 characters
+    baseline = outputs_of(NOTEBOOKS / "01_fake_model_baseline.ipynb", 'baseline.to_frame()[["step"')
+    assert '"Idempotency keys",…' in baseline  # data cut at a word boundary, marked with an ellipsis
+    matrix_table = outputs_of(NOTEBOOKS / "05_failure_matrix.ipynb", "matrix.run_matrix(workdir=workspace)")
+    assert "timeout outcome unknown" in matrix_table and "handler calls" in matrix_table  # labels that wrap

@@ -264,7 +264,7 @@ def test_stepper_matches_run_agent_step_for_step(tmp_path, corpus):
     assert stepper.log_html.value.count("<details") == len(expected.steps)
     for step in expected.steps:
         assert '<summary class="agentkit-step-line"' in stepper.log_html.value
-        assert step.line() in log_text and len(step.line()) < 200
+        assert step.line(40) in log_text and len(step.line(40)) < 140
     assert '"ok": true' in log_text
     assert '\\"id\\"' not in log_text  # data laid out as JSON, not escaped inside a string
     assert repr(stepper) == f"AgentStepper(question={QUESTION!r}, steps={len(expected.steps)}, done=True)"
@@ -275,7 +275,7 @@ def test_stepper_matches_run_agent_step_for_step(tmp_path, corpus):
 
 def test_stepper_reset_starts_over_and_writes_replay(tmp_path, corpus):
     runner = _runner(tmp_path, corpus)
-    model = FakeModel(save_brief=True, task_id="t1")
+    model = FakeModel(save_brief=True)
     stepper = AgentStepper(model, runner, QUESTION)
     _click_until_done(stepper)
     first = list(stepper.transcript_steps)

@@ -42,11 +42,12 @@ class Step:
     tool_call: ToolCall
     result: Any
 
-    def line(self) -> str:
-        """The step as one short readable line: ``N. tool({arguments}) -> ok: preview…``."""
+    def line(self, preview_chars: int = PREVIEW_CHARS) -> str:
+        """The step as one short readable line: ``N. tool({arguments}) -> ok: preview…``,
+        the data cut to about ``preview_chars`` characters."""
         call = self.tool_call
         arguments = _short(json_text(call.arguments), 80)
-        return f"{self.number}. {call.name}({arguments}) -> {_outcome(self.result)}"
+        return f"{self.number}. {call.name}({arguments}) -> {_outcome(self.result, preview_chars)}"
 
 
 @dataclass
@@ -197,7 +198,7 @@ def _parts(result: Any) -> tuple[bool, str | None, str | None]:
     return True, None, render_value(result)
 
 
-def _outcome(result: Any) -> str:
+def _outcome(result: Any, preview_chars: int = PREVIEW_CHARS) -> str:
     ok, error, data = _parts(result)
     notes = []
     if isinstance(result, dict):
@@ -209,7 +210,7 @@ def _outcome(result: Any) -> str:
             notes.append("truncated")
     suffix = f" ({', '.join(notes)})" if notes else ""
     if ok:
-        return f"ok{suffix}: {_short(data or '', PREVIEW_CHARS)}"
+        return f"ok{suffix}: {_short(data or '', preview_chars)}"
     text = f"{error}{suffix}"
     if isinstance(result, dict) and result.get("detail"):
         text += f": {result['detail']}"

@@ -469,7 +469,11 @@ class AgentStepper(_Panel):
         self.step_button.disabled = self.done
 
 
-_LINE = '<div class="agentkit-step-line" style="font-family: monospace; margin: 0.2em 0">{}</div>'
+_LINE = '<div class="agentkit-step-line" style="margin: 0.2em 0">{}</div>'
+
+
+#: The data preview of a stepper line: short enough that a step fits on one line of the page.
+STEP_PREVIEW_CHARS = 40
 
 
 def _line(text: str) -> str:
@@ -495,7 +499,7 @@ def _step_entry(step: Step) -> str:
         parts.append(f"result: {json_text(result, indent=2)}")
     return (
         '<details class="agentkit-step" style="margin: 0.2em 0">'
-        '<summary class="agentkit-step-line" style="font-family: monospace; cursor: pointer">'
-        f"{html.escape(step.line())}</summary>"
+        '<summary class="agentkit-step-line" style="cursor: pointer">'
+        f"{html.escape(step.line(STEP_PREVIEW_CHARS))}</summary>"
         f'<div class="agentkit-step-json">{_pre(chr(10).join(parts))}</div></details>'
     )

@@ -13,8 +13,9 @@ import pytest
 pytestmark = pytest.mark.browser
 
 NAMES = lab.notebook_names()
-# Notebooks whose widgets test_widgets_in_lab.py drives: their pages stay open for it.
-WIDGETS = ("FailureExplorer(", "ApprovalPanel(", "AgentStepper(")
+# Notebooks whose widgets or cells test_widgets_in_lab.py and test_lessons_in_lab.py drive:
+# their pages stay open for them.
+WIDGETS = ("FailureExplorer(", "ApprovalPanel(", "AgentStepper(", "audit(")
 
 
 def test_there_are_notebooks():
