@@ -187,3 +187,19 @@ def test_a_store_error_when_the_late_attempt_returns_is_logged_not_raised(
         assert store.tried.wait(WAIT)
         assert runner.call("save", {"name": "a.md"})["error"] == "in_progress"
     assert write.calls == 1
+
+
+def test_a_store_file_corrupted_under_a_running_kit_is_busy_not_a_crash(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "store.sqlite"
+    write = Write(hang=False)
+    runner = runner_for(write, SQLiteIdempotencyStore(path))
+    assert runner.call("save", {"name": "a.md"})["ok"] is True
+    for file in tmp_path.iterdir():  # the database, its WAL and shared memory: all garbage
+        file.write_bytes(b"\x5a" * file.stat().st_size)
+    with caplog.at_level("ERROR", logger="agentkit"):
+        result = runner.call("save", {"name": "b.md"})
+    assert result["error"] == "busy" and result["retryable"] is True
+    assert write.calls == 1  # b.md never ran
+    assert str(path) in caplog.text and "not a database" in caplog.text
