@@ -179,7 +179,7 @@ def check_arguments(
         plain = _plain(arguments, 0)
     except _NotJSON as exc:
         return None, _invalid(str(exc))
-    text = json.dumps(plain, ensure_ascii=False, allow_nan=False)
+    text = _encode(plain)
     if len(text) > max_chars:
         return None, _invalid(f"arguments are {len(text)} characters of JSON; the limit is {max_chars}")
     try:
@@ -190,9 +190,28 @@ def check_arguments(
         validator(plain)
     except fastjsonschema.JsonSchemaValueException as exc:
         return None, _invalid(_describe(exc, schema))
+    if not _holds_integral_float(plain):
+        return plain, None  # nothing to coerce: no need to walk the schema
     coerced = _coerce_integers(plain, schema)
     assert isinstance(coerced, dict)
     return coerced, None
+
+
+#: One encoder for every call (``json.dumps`` with options builds a new one each time).
+_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+
+
+def _holds_integral_float(value: Any) -> bool:
+    """Whether a plain JSON value (exact types, as :func:`_plain` makes) holds a float such as
+    ``2.0`` anywhere: the only values :func:`_coerce_integers` may change."""
+    kind = type(value)
+    if kind is float:
+        return bool(value.is_integer())
+    if kind is dict:
+        return any(_holds_integral_float(item) for item in value.values())
+    if kind is list:
+        return any(_holds_integral_float(item) for item in value)
+    return False
 
 
 def _plain(value: Any, depth: int) -> Any:
