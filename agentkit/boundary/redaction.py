@@ -358,11 +358,7 @@ def render_value(value: Any) -> str:
 
 
 def _as_json(value: Any) -> str:
-    return _encode(value)
-
-
-#: One encoder for every result (``json.dumps`` with options builds a new one each time).
-_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
 def type_name(value: Any) -> str:
