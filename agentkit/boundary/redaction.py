@@ -358,7 +358,11 @@ def render_value(value: Any) -> str:
 
 
 def _as_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    return _encode(value)
+
+
+#: One encoder for every result (``json.dumps`` with options builds a new one each time).
+_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
 
 
 def type_name(value: Any) -> str:
