@@ -133,6 +133,41 @@ def git_revision() -> str:
         return "unknown"
 
 
+# --------------------------------------------------------------------------- PostgreSQL
+
+
+def postgres() -> tuple[str | None, str, Any]:
+    """``(dsn, why not, stop)``: AGENTKIT_TEST_PG_DSN if set, else a throwaway cluster from
+    tools/pg_cluster.sh (its own state file, so no other run's cluster is touched), stopped
+    by ``stop()`` after the PostgreSQL group."""
+    dsn = os.environ.get("AGENTKIT_TEST_PG_DSN")
+    if dsn:
+        return dsn, "", None
+    script = ROOT / "tools" / "pg_cluster.sh"
+    if not script.exists():
+        return None, "AGENTKIT_TEST_PG_DSN not set and no tools/pg_cluster.sh", None
+    state = os.path.join(tempfile.gettempdir(), f"agentkit-bench-pg-{os.getpid()}.env")
+    env = {**os.environ, "AGENTKIT_PG_STATE": state}
+    print("starting a PostgreSQL cluster (tools/pg_cluster.sh start)", flush=True)
+
+    def stop() -> None:
+        subprocess.run(["bash", str(script), "stop"], env=env, check=False,
+                       capture_output=True, text=True, timeout=120)
+
+    try:
+        done = subprocess.run(["bash", str(script), "start"], env=env, check=False,
+                              capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        stop()
+        return None, "tools/pg_cluster.sh start timed out", None
+    found = re.search(r"AGENTKIT_TEST_PG_DSN='([^']+)'", done.stdout)
+    if done.returncode != 0 or not found:
+        stop()
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:160]
+        return None, f"tools/pg_cluster.sh start failed: {tail}", None
+    return found.group(1), "", stop
+
+
 # --------------------------------------------------------------------------- whole-kit rows
 
 
@@ -204,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds per group")
     parser.add_argument("--target-ms", type=float, default=20.0, help="length of one sample")
     parser.add_argument("--readme", action="store_true", help="also write the table into README.md")
+    parser.add_argument("--no-postgres", action="store_true",
+                        help="without AGENTKIT_TEST_PG_DSN, do not start a cluster either")
     parser.add_argument("--out", default=str(RESULTS), help="folder for latest.md and latest.csv")
     args = parser.parse_args(argv)
 
@@ -266,8 +303,13 @@ def main(argv: list[str] | None = None) -> int:
                 goals.append(ratio_goal(
                     f"durable: SQLite run_once/s ≥ 0.4× raw inserts/s ({sync_level})", paths,
                     "floor:", "agentkit:", ">=", 0.4))
-        pg, _ = suites.postgres_paths()
-        group("durable (PostgreSQL)", pg, "floor:")
+        dsn, why, stop_cluster = (None, "--no-postgres", None) if args.no_postgres else postgres()
+        try:
+            pg = suites.postgres_paths(dsn, why)
+            group("durable (PostgreSQL)", pg, "floor:")
+        finally:
+            if stop_cluster is not None:
+                stop_cluster()
         goals.append(ratio_goal("durable: PostgreSQL run_once/s ≥ 0.4× raw inserts/s", pg,
                                 "floor:", "agentkit:", ">=", 0.4))
 

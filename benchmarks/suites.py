@@ -445,14 +445,13 @@ def _dict_floor() -> Callable[[], Any]:
     return call
 
 
-def postgres_paths() -> tuple[list[Path], str]:
-    """PostgreSQL store beside a raw insert on the same server, when a DSN is given."""
-    dsn = os.environ.get("AGENTKIT_TEST_PG_DSN")
+def postgres_paths(dsn: str | None, why: str = "") -> list[Path]:
+    """PostgreSQL store beside a raw insert (its own transaction) on the same server."""
     store_name = "agentkit: PostgresIdempotencyStore.run_once, new key"
-    raw_name = "floor: raw PostgreSQL INSERT + COMMIT"
+    raw_name = "floor: raw PostgreSQL INSERT + COMMIT (own transaction)"
     if not dsn:
-        why = "AGENTKIT_TEST_PG_DSN not set"
-        return [missing(raw_name, why), missing(store_name, why)], why
+        why = why or "AGENTKIT_TEST_PG_DSN not set"
+        return [missing(raw_name, why), missing(store_name, why)]
 
     def raw() -> Callable[[], Any]:
         import psycopg
@@ -481,4 +480,4 @@ def postgres_paths() -> tuple[list[Path], str]:
             raise LookupError("not available: agentkit has no PostgresIdempotencyStore yet")
         return _run_once(cls(dsn), f"pg-{os.getpid()}")
 
-    return [build(raw_name, raw), build(store_name, store, check=_ok)], ""
+    return [build(raw_name, raw), build(store_name, store, check=_ok)]
