@@ -70,10 +70,11 @@ def test_happy_path_searches_reads_and_cites(runner, calls, corpus):
 
 
 def test_happy_path_with_a_brief(runner, calls, workspace):
-    transcript = run_agent(FakeModel(save_brief=True, task_id="t9"), runner, "approval before sending a payment")
+    transcript = run_agent(FakeModel(save_brief=True), runner, "approval before sending a payment")
     names = [s.tool_call.name for s in transcript.steps]
     assert names == ["search_local_sources", "get_document", "save_brief"]
-    assert transcript.steps[2].tool_call.arguments["task_id"] == "t9"
+    # The model names the path and content only: the task is the runner's context.
+    assert set(transcript.steps[2].tool_call.arguments) == {"path", "content"}
     brief = (workspace / "briefs" / "human-approval.md").read_text()
     assert brief.startswith("# Human approval for irreversible actions") and "[doc:human-approval]" in brief
     assert transcript.final_answer.endswith("Brief saved to briefs/human-approval.md.")
@@ -141,7 +142,7 @@ def test_oversized_query_is_refused_without_echoing_it(runner):
 
 
 def test_repeated_write_runs_once(runner, calls, workspace):
-    transcript = run_agent(FakeModel(misbehave="repeat", task_id="t1"), runner, "idempotency key retry")
+    transcript = run_agent(FakeModel(misbehave="repeat"), runner, "idempotency key retry")
     names = [s.tool_call.name for s in transcript.steps]
     assert names == ["search_local_sources"] * 2 + ["get_document"] * 2 + ["save_brief"] * 2
     first, second = (s.result for s in transcript.steps[4:])

@@ -104,7 +104,7 @@ def test_tool_list_is_generated_from_the_registry(workspace, corpus):
     assert list(tools) == ["search_local_sources", "get_document", "save_brief", "send_message"]
     limit = tools["search_local_sources"]["parameters"]["properties"]["limit"]
     assert (limit["minimum"], limit["maximum"]) == (1, 10)
-    assert tools["save_brief"]["parameters"]["required"] == ["task_id", "path", "content"]
+    assert tools["save_brief"]["parameters"]["required"] == ["path", "content"]
     hints = {t["name"]: t["annotations"] for t in registry.describe("mcp")}
     assert hints["send_message"]["destructiveHint"] is True
     assert hints["search_local_sources"]["readOnlyHint"] is True
@@ -145,7 +145,7 @@ def test_get_document_returns_the_note(runner):
 
 
 def _brief(content: str = "# Brief\n\nOne line.\n", path: str = "briefs/a.md") -> dict:
-    return {"task_id": "t1", "path": path, "content": content}
+    return {"path": path, "content": content}
 
 
 def test_save_brief_writes_and_returns_a_receipt(runner, calls, workspace):
@@ -171,7 +171,9 @@ def test_same_brief_twice_runs_once_and_replays(runner, calls, workspace):
 def test_idempotency_key_is_task_path_and_content_hash():
     arguments = _brief("hello")
     digest = hashlib.sha256(b"hello").hexdigest()
-    assert brief_key(CallContext(), arguments) == f"t1:briefs/a.md:{digest}"
+    assert brief_key(CallContext(task_id="t1"), arguments) == f"t1:briefs/a.md:{digest}"
+    # the task comes from the runner's context, never from the arguments
+    assert brief_key(CallContext(task_id="t2"), {**arguments, "task_id": "t1"}).startswith("t2:")
 
 
 @pytest.mark.parametrize("path", ["../x", "/etc/passwd", "a/../../x", "a/../b.md", "..", "", ".", "dir/",
@@ -207,7 +209,7 @@ def test_the_handler_refuses_bad_paths_even_without_the_policy(workspace, corpus
     tools = DemoTools(workspace, corpus)
     for path in ("../x", "/etc/passwd", "a/../../x"):
         with pytest.raises(PermissionError):
-            tools.save_brief("t1", path, "x")
+            tools.save_brief(path, "x")
     with pytest.raises(PermissionError):
         workspace_path(workspace, 42)
 

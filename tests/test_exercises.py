@@ -195,7 +195,7 @@ def test_q3_stub_is_not_attempted_and_a_whole_argument_hash_also_passes(capsys):
     import json
 
     def whole(context, arguments):
-        return _digest(json.dumps(arguments, sort_keys=True))
+        return context.task_id + ":" + _digest(json.dumps(arguments, sort_keys=True))
 
     assert verdict(capsys, q3, whole)[0] is True
 
@@ -203,20 +203,24 @@ def test_q3_stub_is_not_attempted_and_a_whole_argument_hash_also_passes(capsys):
 @pytest.mark.parametrize(
     ("key", "expected"),
     [
-        (lambda c, a: f"{a['task_id']}:{a['path']}",
+        (lambda c, a: f"{c.task_id}:{a['path']}",
          "a save with another content got the same key as the first one, so the runner refused "
          "it as idempotency_conflict: put the content (by its hash) in the key."),
-        (lambda c, a: f"{a['task_id']}:{_digest(a['content'])}",
+        (lambda c, a: f"{c.task_id}:{_digest(a['content'])}",
          "a save with another path got the same key as the first one, so the runner refused it "
          "as idempotency_conflict: put the path in the key."),
         (lambda c, a: f"{a['path']}:{_digest(a['content'])}",
-         "a save with another task_id got the same key as the first one, so the runner refused "
-         "it as idempotency_conflict: put the task id in the key."),
-        (lambda c, a: f"{a['task_id']}:{a['path']}:{a['content']}",
+         "a save of the same brief for another task got the first task's key, so the runner "
+         "replayed the first task's result instead of saving: put the task id (context.task_id) "
+         "in the key."),
+        (lambda c, a: f"{a['task_id']}:{a['path']}:{_digest(a['content'])}",
+         "save_brief takes no task_id argument: the task is the runner's, not the model's. Read "
+         "it from context.task_id."),
+        (lambda c, a: f"{c.task_id}:{a['path']}:{a['content']}",
          "for a 10,000-character brief your key is 10,025 characters long and copies a secret "
          "from the text: keys are stored and logged, so the content must enter by its sha256 hash."),
     ],
-    ids=["no-content", "no-path", "no-task", "raw-content"],
+    ids=["no-content", "no-path", "no-task", "task-from-arguments", "raw-content"],
 )
 def test_q3_wrong_keys_are_explained_by_what_the_runner_did(capsys, key, expected):
     returned, out = verdict(capsys, q3, key)

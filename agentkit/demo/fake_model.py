@@ -137,14 +137,12 @@ class FakeModel:
         self,
         *,
         save_brief: bool = False,
-        task_id: str = "default",
         misbehave: str | None = None,
         limit: int = 3,
     ) -> None:
         if misbehave is not None and misbehave not in MISBEHAVIOURS:
             raise ValueError(f"misbehave must be one of {', '.join(MISBEHAVIOURS)} or None")
         self.save_brief = save_brief or misbehave == "repeat"
-        self.task_id = task_id
         self.misbehave = misbehave
         self.limit = limit
         self._script: tuple[Action, ...] | None = None
@@ -207,7 +205,7 @@ class FakeModel:
             doc_id, title, sentence = _document(call, payload)
             if self.save_brief:
                 content = f"# {title or doc_id}\n\n{sentence}\n\nSource: [doc:{doc_id}]\n"
-                arguments = {"task_id": self.task_id, "path": f"briefs/{doc_id}.md", "content": content}
+                arguments = {"path": f"briefs/{doc_id}.md", "content": content}
                 return ToolCall(call_id, "save_brief", arguments)
             return _answer(doc_id, sentence)
         if call.name == "save_brief":

@@ -29,6 +29,7 @@ import json
 import os
 import tempfile
 import threading
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -60,17 +61,34 @@ def sha256_text(text: str) -> str:
 # --------------------------------------------------------------------------- paths
 
 
+#: Files of the workspace that a model-chosen path may never name (in any letter case): the
+#: outbox ``send_message`` appends to, and the files of a store kept beside it.
+RESERVED_NAMES = frozenset({OUTBOX})
+RESERVED_SUFFIXES = (".sqlite", ".sqlite3", ".db", "-wal", "-shm", "-journal")
+
+#: Characters a path may not hold: controls, and the invisible format characters that make a
+#: name read differently from what it is (bidirectional overrides such as U+202E, zero-width
+#: spaces and joiners, the byte-order mark), plus line separators and unassigned code points.
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
 def workspace_path(workspace: str | Path, path: Any) -> Path:
     """The real location of ``path`` inside ``workspace``, or ``PermissionError``.
 
     Refused: a non-str or empty path, absolute paths (POSIX or Windows style), backslashes,
     any ``..`` component (even one that would stay inside: a path should say where it goes),
-    a path naming the workspace itself, and anything whose symlinks resolve outside.
+    a path naming the workspace itself, anything whose symlinks resolve outside, names that
+    would overwrite the workspace's own files (the outbox, a store's files: any letter case,
+    see :data:`RESERVED_NAMES`), hidden names (a leading ``.``, as the atomic write's temp
+    files have), and names holding control, bidirectional-override or zero-width characters.
     A check-then-write gap remains (a symlink swapped in between): the workspace is assumed
     to be written by this process only, as in the demo.
     """
-    if not isinstance(path, str) or not path.strip() or "\x00" in path:
+    if not isinstance(path, str) or not path.strip():
         raise PermissionError("path must be a non-empty relative path")
+    path = str.__str__(path)
+    if any(unicodedata.category(char) in _REFUSED_CATEGORIES for char in path):
+        raise PermissionError("path must not hold control, bidirectional or zero-width characters")
     if "\\" in path or path.startswith("/") or (len(path) > 1 and path[1] == ":"):
         raise PermissionError("path must be relative, with '/' separators")
     parts = PurePosixPath(path).parts
@@ -78,6 +96,12 @@ def workspace_path(workspace: str | Path, path: Any) -> Path:
         raise PermissionError("path must not contain '..'")
     if not parts or path.endswith("/"):
         raise PermissionError("path must name a file")
+    for part in parts:
+        if part.startswith("."):
+            raise PermissionError("path must not name hidden files")
+    name = parts[-1].rstrip(" .").casefold()
+    if name in RESERVED_NAMES or name.endswith(RESERVED_SUFFIXES):
+        raise PermissionError("path names a file the workspace reserves")
     root = Path(workspace).resolve()
     target = (root / Path(*parts)).resolve()
     if target == root or not target.is_relative_to(root):
@@ -144,9 +168,11 @@ def outbox_lines(workspace: str | Path) -> int:
 
 
 def brief_key(context: CallContext, arguments: dict[str, Any]) -> str:
-    """The chapter's key for ``save_brief``: the intent is "this content at this path for this
-    task", so the content enters by its hash and a retry computes the same key again."""
-    return f"{arguments['task_id']}:{arguments['path']}:{sha256_text(arguments['content'])}"
+    """The chapter's key for ``save_brief``: the intent is "this task saves this content at
+    this path", so the content enters by its hash and a retry computes the same key again.
+    The task is the runner's :class:`CallContext`, never an argument: the model must not
+    choose the namespace of its own keys."""
+    return f"{context.task_id}:{arguments['path']}:{sha256_text(arguments['content'])}"
 
 
 # --------------------------------------------------------------------------- the tools
@@ -172,13 +198,13 @@ class DemoTools:
         except KeyError:
             raise UnknownDocument(doc_id) from None
 
-    def save_brief(self, task_id: str, path: str, content: str) -> dict[str, Any]:
+    def save_brief(self, path: str, content: str) -> dict[str, Any]:
         """Write ``content`` to ``path`` in the workspace, atomically; returns the receipt."""
         target = workspace_path(self.workspace, path)
         atomic_write_text(target, content)
         return self._receipt(path, content)
 
-    def brief_status(self, task_id: str, path: str, content: str) -> dict[str, Any] | None:
+    def brief_status(self, path: str, content: str) -> dict[str, Any] | None:
         """The status lookup of ``save_brief``: the receipt if the file holds exactly this
         content (the write took effect), None if not. Raises if it cannot tell (unknown)."""
         target = workspace_path(self.workspace, path)
@@ -269,7 +295,6 @@ def demo_specs(tools: DemoTools, wrap: Wrap | None = None) -> list[ToolSpec]:
                          doc_id={"description": "A note id from search_local_sources."})),
         spec("save_brief", tools.save_brief, Effect.REVERSIBLE_WRITE, 3,
              _parameters(tools.save_brief,
-                         task_id={"description": "The task this brief belongs to."},
                          path={"description": "File path relative to the workspace."},
                          content={"description": "The brief, in Markdown."}),
              status_lookup=tools.brief_status, idempotency_key=brief_key),

@@ -23,29 +23,35 @@ __all__ = ["IdempotencyKeyExercise", "q3"]
 class IdempotencyKeyExercise(Exercise):
     """Build ``save_brief``'s idempotency key: task id + path + hash of the content.
 
+    The task id comes from the runner's ``context`` (``context.task_id``), never from the
+    arguments: ``save_brief`` takes only ``path`` and ``content``, because a model that could
+    choose the task could choose the namespace of its own keys.
+
     Checked by behaviour: your function becomes the ``idempotency_key`` of a real save tool
     behind a ToolRunner, and five saves are made. The same save asked again must replay (1
     handler call); a new content, another path or another task is another intent and must
-    run (a key that ignores one of them turns it into ``idempotency_conflict``). Finally a
-    long brief with a secret in it: a key is stored and logged, so it must not copy the
-    content, only its hash.
+    run (a key that ignores the content or the path turns it into ``idempotency_conflict``;
+    one that ignores the task replays another task's save). Finally a long brief with a
+    secret in it: a key is stored and logged, so it must not copy the content, only its hash.
     """
 
     number = 3
     title = "an idempotency key for save_brief"
     hint_text = (
         "The intent is \"this task saves this content at this path\". Join "
-        "arguments[\"task_id\"], arguments[\"path\"] and the sha256 hex digest of "
-        "arguments[\"content\"] (hashlib.sha256(text.encode(\"utf-8\")).hexdigest()) with "
-        "\":\". Nothing random, no clock: a retry must compute the same key again."
+        "context.task_id (the runner's task: the model does not choose it), "
+        "arguments[\"path\"] and the sha256 hex digest of arguments[\"content\"] "
+        "(hashlib.sha256(text.encode(\"utf-8\")).hexdigest()) with \":\". Nothing random, "
+        "no clock: a retry must compute the same key again."
     )
     solution_code = '''\
 import hashlib
 
 def brief_key(context, arguments):
-    """This task saves this content at this path: the content enters by its hash."""
+    """This task saves this content at this path: the content enters by its hash.
+    The task is the runner's context, never an argument the model could choose."""
     digest = hashlib.sha256(arguments["content"].encode("utf-8")).hexdigest()
-    return f"{arguments['task_id']}:{arguments['path']}:{digest}"
+    return f"{context.task_id}:{arguments['path']}:{digest}"
 '''
     placeholder_text = (
         "replace the `raise NotImplementedError` line in `brief_key` with your key, then run "
@@ -57,17 +63,23 @@ def brief_key(context, arguments):
         "without its text."
     )
 
-    BRIEF: ClassVar[dict[str, str]] = {"task_id": "task-7", "path": "briefs/retries.md",
+    TASK: ClassVar[str] = "task-7"
+    BRIEF: ClassVar[dict[str, str]] = {"path": "briefs/retries.md",
              "content": "# Retries\n\nA timeout does not prove that a write failed.\n"}
 
     def _problem(self, answer: Any) -> str | None:
         if not callable(answer):
             return f"brief_key must be a function, not {type(answer).__name__}."
-        context = CallContext(task_id=self.BRIEF["task_id"])
+        context = CallContext(task_id=self.TASK)
         try:
             key = call_answer(answer, context, dict(self.BRIEF))
         except NotAttempted:
             raise
+        except KeyError as exc:
+            if exc.args and exc.args[0] == "task_id":
+                return ("save_brief takes no task_id argument: the task is the runner's, not "
+                        "the model's. Read it from context.task_id.")
+            return f"your key function raised {describe_exception(exc)} for the sample brief {self.BRIEF['path']}."
         except Exception as exc:
             return f"your key function raised {describe_exception(exc)} for the sample brief {self.BRIEF['path']}."
         if not isinstance(key, str):
@@ -76,7 +88,7 @@ def brief_key(context, arguments):
         files: dict[str, str] = {}
         keys: list[str] = []
 
-        def save_brief(task_id: str, path: str, content: str) -> dict[str, Any]:
+        def save_brief(path: str, content: str) -> dict[str, Any]:
             """Save a brief."""
             files[path] = content
             return {"path": path, "chars": len(content)}
@@ -93,12 +105,12 @@ def brief_key(context, arguments):
         runners: dict[str, ToolRunner] = {}
         store = None
 
-        def save(changes: dict[str, str] | None = None, *, reorder: bool = False) -> dict[str, Any]:
+        def save(changes: dict[str, str] | None = None, *, reorder: bool = False,
+                 task: str = self.TASK) -> dict[str, Any]:
             nonlocal store
             arguments = {**self.BRIEF, **(changes or {})}
             if reorder:  # the model may send the same arguments in another order
                 arguments = dict(reversed(list(arguments.items())))
-            task = arguments["task_id"]
             if task not in runners:
                 runners[task] = ToolRunner(registry, store=store, context=CallContext(task_id=task),
                                            sleep=no_wait)
@@ -116,8 +128,7 @@ def brief_key(context, arguments):
                 "nothing random and no clock."
             )
         for change, part in (({"content": "# Retries, revised\n"}, "content (by its hash)"),
-                             ({"path": "briefs/other.md"}, "path"),
-                             ({"task_id": "task-8"}, "task id")):
+                             ({"path": "briefs/other.md"}, "path")):
             before = counter.calls
             result = save(change)
             if result.get("error") == "idempotency_conflict":
@@ -132,9 +143,23 @@ def brief_key(context, arguments):
                     f"intent; the model saw {result.get('error') or 'ok'} after "
                     f"{counter.calls - before} handler call(s)."
                 )
+        before = counter.calls
+        other_task = save(task="task-8")  # the same brief, saved for another task
+        if other_task.get("replayed") or other_task.get("error") == "idempotency_conflict":
+            return (
+                "a save of the same brief for another task got the first task's key, so the "
+                "runner " + ("replayed the first task's result instead of saving"
+                             if other_task.get("replayed") else "refused it as idempotency_conflict")
+                + ": put the task id (context.task_id) in the key."
+            )
+        if not other_task.get("ok") or counter.calls != before + 1:
+            return (
+                "a save for another task should run once as a new intent; the model saw "
+                f"{other_task.get('error') or 'ok'} after {counter.calls - before} handler call(s)."
+            )
         secret = "password=hunter2-fake"
         long_brief = {**self.BRIEF, "content": (secret + "\n" + "lorem ipsum " * 900)[:10_000]}
-        long_key = answer(CallContext(task_id=self.BRIEF["task_id"]), long_brief)
+        long_key = answer(CallContext(task_id=self.TASK), long_brief)
         if not isinstance(long_key, str):
             return f"a key must be a str; yours returned {type(long_key).__name__}."
         if "hunter2" in long_key or len(long_key) > 200:
