@@ -282,7 +282,8 @@ def test_q4_leaky_broad_and_broken_patterns(capsys, pattern, expected):
          "healthy searches take up to 0.8 s; with timeout_seconds=0.5 the boundary would give up "
          "on healthy calls and report outcome_unknown."),
         ({"max_attempts": 5, "timeout_seconds": 3},
-         "if the search hangs, each of the 5 attempts waits 3 s: 15 s in all, more than 10 s."),
+         "if the search hangs, each of the 5 attempts waits 3 s: 15 s in all, more than 10 s "
+         "(and a tool with max_concurrency may also wait up to timeout_seconds for a slot first)."),
         ({"max_attempts": 0, "timeout_seconds": 3},
          "the ToolSpec refuses these limits: max_attempts must be an integer >= 1."),
         ({"max_attempts": 3}, "search_limits needs timeout_seconds."),

@@ -25,6 +25,13 @@ class ReadLimitsExercise(Exercise):
     are checked by arithmetic (``timeout_seconds`` against 0.8 s, ``max_attempts ×
     timeout_seconds`` against 10 s): waiting out a real hang would make this check take
     seconds, and the boundary's timeout is already tested in the package's own tests.
+
+    The true worst case of one attempt is *two* waits, each up to ``timeout_seconds``: a wait
+    for a concurrency slot (only when the spec sets ``max_concurrency``), then the run itself
+    (see :mod:`agentkit.boundary.concurrency`). ``search_catalog`` sets no
+    ``max_concurrency``, so here an attempt waits at most ``timeout_seconds`` and the agent
+    at most ``max_attempts × timeout_seconds`` (plus the short backoff between attempts);
+    with a slot limit it would be up to ``max_attempts × 2 × timeout_seconds``.
     """
 
     number = 5
@@ -76,7 +83,8 @@ search_limits = {"max_attempts": 3, "timeout_seconds": 2.0}  # 3 × 2.0 s = 6 s 
         if worst > self.WORST_SECONDS:
             return (
                 f"if the search hangs, each of the {attempts} attempts waits {timeout:g} s: "
-                f"{worst:g} s in all, more than {self.WORST_SECONDS:g} s."
+                f"{worst:g} s in all, more than {self.WORST_SECONDS:g} s (and a tool with "
+                "max_concurrency may also wait up to timeout_seconds for a slot first)."
             )
         return Right(
             f"two drops then an answer: ok after {flaky['calls']} handler calls; a search "
