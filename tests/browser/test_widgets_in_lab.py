@@ -109,6 +109,7 @@ def test_agent_stepper(notebooks):
     nb = notebooks.run(notebooks.displaying("AgentStepper(", prefer=("01", "05")))
     root = _widget(nb, "agentkit-agent-stepper", "AgentStepper(")
     log = root.locator(".agentkit-stepper-log")
+    status = root.locator(".agentkit-stepper-status")
     step = lab.button(root, "Step").first
     if step.is_disabled():  # a later cell already ran it to the end: start over, as a learner would
         lab.button(root, "Reset").first.click()
@@ -119,10 +120,13 @@ def test_agent_stepper(notebooks):
     while step.is_enabled():
         assert presses < 12, f"still no final answer after {presses} presses of Step:\n{log.inner_text()}"
         assert time.monotonic() < deadline, f"stepping took over 60s:\n{log.inner_text()}"
-        before = log.inner_text()
+        before, said = log.inner_text(), status.inner_text()
         step.click()
         presses += 1
         expect(log).not_to_have_text(before, timeout=TIMEOUT_MS)
+        # The status line is the last thing a step updates (after the log, and after Step is
+        # disabled when the run ends): once it changed, Step's state is this press's.
+        expect(status).not_to_have_text(said, timeout=TIMEOUT_MS)
     expect(log).to_contain_text("Final answer:")
     expect(step).to_be_disabled()
     assert presses >= 2, f"the run ended after {presses} press(es):\n{log.inner_text()}"
