@@ -1137,21 +1137,28 @@ def test_pg_only_claims_and_full_sync_writes_wait_for_the_flush(
         return execute(self, query, *args, **kwargs)
 
     monkeypatch.setattr(psycopg.Connection, "execute", recording)
-    relaxed, durable_commit = "synchronous_commit = off", "synchronous_commit = on; COMMIT"
+    relaxed, durable = "SET LOCAL synchronous_commit = off", "SET LOCAL synchronous_commit = on"
+
+    def transactions() -> list[list[str]]:
+        """The statements sent, cut into transactions (BEGIN … COMMIT)."""
+        cut: list[list[str]] = []
+        for query in sent:
+            if query.startswith("BEGIN"):
+                cut.append([])
+            if cut:
+                cut[-1].append(query)
+        return cut
 
     assert store.run_once("reversible", Op(OK), "fp") == OK
-    claim_at = next(i for i, q in enumerate(sent) if "INSERT INTO agentkit_claims" in q)
-    result_at = next(i for i, q in enumerate(sent) if "INSERT INTO agentkit_results" in q)
-    commits = [i for i, q in enumerate(sent) if q.endswith("COMMIT")]
-    claim_commit = next(i for i in commits if i > claim_at)
-    result_commit = next(i for i in commits if i > result_at)
-    assert durable_commit in sent[claim_commit]  # the claim waits for the flush
-    assert durable_commit not in sent[result_commit]  # the stored result need not
-    assert relaxed in next(q for q in reversed(sent[:result_at]) if q.startswith("BEGIN"))
+    [claim_tx] = [t for t in transactions() if any("INTO agentkit_claims" in q for q in t)]
+    [result_tx] = [t for t in transactions() if any("INTO agentkit_results" in q for q in t)]
+    assert claim_tx[-2:] == [durable, "COMMIT"]  # the claim waits for the flush
+    assert relaxed in result_tx and durable not in result_tx  # the stored result need not
     sent.clear()
     assert store.run_once("irreversible", Op(OK), "fp", full_sync=True) == OK
     store.create_approval("a1", {"state": "pending"})
-    assert sent and not any(relaxed in q for q in sent)
+    assert len(transactions()) == 3
+    assert not any(relaxed in q for q in sent)
 
 
 def test_pg_lease_deadlines_come_from_the_database_clock(pg: Backend) -> None:
@@ -1166,13 +1173,27 @@ def test_pg_lease_deadlines_come_from_the_database_clock(pg: Backend) -> None:
 def test_pg_killed_connections_are_replaced_before_the_next_call(pg: Backend) -> None:
     store, op = pg(), Op(OK, OK)
     assert store.run_once("a", op, "fp") == OK
+    # The store's sessions end (and their sockets close) before the function returns.
     pg.sql(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
         " WHERE datname = current_database() AND pid <> pg_backend_pid()"
     )
     assert store.run_once("b", op, "fp") == OK
     assert store.run_once("a", op, "fp")["replayed"] is True
     assert op.calls == 2
+
+
+def test_pg_a_connection_killed_mid_call_is_busy_or_ok_never_an_error(pg: Backend) -> None:
+    store, op = pg(pool_size=1), Op(OK, OK)  # one connection: both steps of a call share it
+    assert store.run_once("a", op, "fp") == OK
+    pg.sql(  # no wait: the next call may find its connection dying under it
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    first = store.run_once("b", op, "fp")
+    assert first in (OK, BUSY)
+    assert store.run_once("b", op, "fp") in (OK, {**OK, "replayed": True})
+    assert op.calls == 2  # b ran once, whichever way the first try went
 
 
 def test_pg_a_server_restart_between_two_calls_costs_nothing(pg: Backend) -> None:

@@ -48,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import select
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -100,15 +101,28 @@ _CLAIM_COLUMNS = "token, fingerprint, host, pid, start_time, lease_until"
 
 class PostgresTransaction:
     """The :class:`~agentkit.policy.stores.algorithm.Transaction` of the PostgreSQL store, on
-    one pooled connection inside one transaction (writes) or autocommit (reads)."""
+    one pooled connection inside one transaction, in pipeline mode.
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    Statements whose answer the algorithm does not need (the lock, the stored result, an
+    approval write) are only queued; the next statement that must be answered sends them
+    all in one round trip. The server still runs them in order, so a read queued after the
+    lock runs once the lock is held.
+    """
+
+    def __init__(self, conn: psycopg.Connection[Any], pipe: psycopg.Pipeline) -> None:
         self._c = conn
+        self._pipe = pipe
         self._now: float | None = None
+        self._prefetched: tuple[str, psycopg.Cursor[Any]] | None = None
         self.claimed = False  # took a claim: its commit must wait for the WAL flush
 
+    def _answered(self, query: str, params: tuple[Any, ...] = ()) -> psycopg.Cursor[Any]:
+        cur = self._c.execute(query, params)
+        self._pipe.sync()
+        return cur
+
     def _one(self, query: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
-        row: tuple[Any, ...] | None = self._c.execute(query, params).fetchone()
+        row: tuple[Any, ...] | None = self._answered(query, params).fetchone()
         return row
 
     def now(self) -> float:
@@ -122,22 +136,38 @@ class PostgresTransaction:
         self._c.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (name,))
 
     def result(self, key: str) -> tuple[str | None, str] | None:
-        row = self._one("SELECT fingerprint, result FROM agentkit_results WHERE key = %s", (key,))
+        found = self._c.execute(
+            "SELECT fingerprint, result FROM agentkit_results WHERE key = %s", (key,)
+        )
+        # The algorithm asks for the claim next: read it (and the clock) in the same trip.
+        claim = self._claim_query(key)
+        self._pipe.sync()
+        row = found.fetchone()
+        self._prefetched = (key, claim)
         return None if row is None else (row[0], row[1])
 
-    def claim(self, key: str) -> Claim | None:
-        row = self._one(
+    def _claim_query(self, key: str) -> psycopg.Cursor[Any]:
+        return self._c.execute(
             "SELECT extract(epoch FROM clock_timestamp())::float8,"
             f" {', '.join('c.' + c for c in _CLAIM_COLUMNS.split(', '))}"
             " FROM (SELECT 1) AS one LEFT JOIN agentkit_claims AS c ON c.key = %s",
             (key,),
         )
+
+    def claim(self, key: str) -> Claim | None:
+        prefetched, self._prefetched = self._prefetched, None
+        if prefetched is not None and prefetched[0] == key:
+            cur = prefetched[1]  # read after the result, under the same lock
+        else:
+            cur = self._claim_query(key)
+            self._pipe.sync()
+        row = cur.fetchone()
         assert row is not None
         self._now = float(row[0])
         return None if row[1] is None else Claim(*row[1:])
 
     def insert_claim(self, key: str, claim: Claim) -> bool:
-        cur = self._c.execute(
+        cur = self._answered(
             f"INSERT INTO agentkit_claims (key, {_CLAIM_COLUMNS})"
             " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
             (key, *dataclasses.astuple(claim)),
@@ -146,7 +176,7 @@ class PostgresTransaction:
         return cur.rowcount == 1
 
     def replace_claim(self, key: str, token: str, claim: Claim) -> bool:
-        cur = self._c.execute(
+        cur = self._answered(
             "UPDATE agentkit_claims SET token = %s, fingerprint = %s, host = %s, pid = %s,"
             " start_time = %s, lease_until = %s, claimed_at = clock_timestamp()"
             " WHERE key = %s AND token = %s",
@@ -158,9 +188,9 @@ class PostgresTransaction:
 
     def delete_claim(self, key: str, token: str | None) -> bool:
         if token is None:
-            cur = self._c.execute("DELETE FROM agentkit_claims WHERE key = %s", (key,))
+            cur = self._answered("DELETE FROM agentkit_claims WHERE key = %s", (key,))
         else:
-            cur = self._c.execute(
+            cur = self._answered(
                 "DELETE FROM agentkit_claims WHERE key = %s AND token = %s", (key, token)
             )
         return cur.rowcount == 1
@@ -193,9 +223,9 @@ class PostgresTransaction:
 
     def approvals(self, state: str | None) -> list[str]:
         if state is None:
-            rows = self._c.execute("SELECT record FROM agentkit_approvals ORDER BY seq").fetchall()
+            rows = self._answered("SELECT record FROM agentkit_approvals ORDER BY seq").fetchall()
         else:
-            rows = self._c.execute(
+            rows = self._answered(
                 "SELECT record FROM agentkit_approvals WHERE state = %s ORDER BY seq", (state,)
             ).fetchall()
         return [str(row[0]) for row in rows]
@@ -299,12 +329,13 @@ class PostgresIdempotencyStore(StoreBase):
             return self._pool
 
     @contextmanager
-    def _begun(self, begin: str) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection on which ``begin`` (a BEGIN) has run.
+    def _live_connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection that is not known dead, with the schema in place.
 
-        BEGIN doubles as the liveness check: a connection that a server restart (or
-        ``pg_terminate_backend``) killed fails it before anything was done, so it is
-        dropped and the next one is tried; the pool reconnects.
+        An idle connection has nothing to read unless the server has left: a restart or
+        ``pg_terminate_backend`` sends a last message and closes the socket. Such a
+        connection is dropped (the pool reconnects) before anything is sent on it, so the
+        first call after a restart costs a reconnect and no error.
         """
         import psycopg
         import psycopg_pool
@@ -318,14 +349,12 @@ class PostgresIdempotencyStore(StoreBase):
                     f"{self.address}: no connection within {self.connect_timeout_seconds:g} s"
                     " (is the server up and reachable?)"
                 ) from exc
+            if _looks_dead(conn):
+                conn.close()
+                pool.putconn(conn)  # closed: the pool discards it and makes another
+                continue
             try:
                 self._ensure_schema(conn)
-                conn.execute(begin)
-            except psycopg.OperationalError as exc:
-                pool.putconn(conn)  # a broken connection is discarded by the pool
-                if not conn.broken:
-                    raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
-                continue
             except psycopg.Error as exc:
                 pool.putconn(conn)
                 raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
@@ -374,25 +403,24 @@ class PostgresIdempotencyStore(StoreBase):
         import psycopg
 
         relaxed = write and not full_sync
-        if not write:
-            begin = "BEGIN READ ONLY"
-        elif relaxed:
-            begin = "BEGIN; SET LOCAL synchronous_commit = off"
-        else:
-            begin = "BEGIN"
-        with self._begun(begin) as conn:
-            tx = PostgresTransaction(conn)
+        with self._live_connection() as conn:
             try:
-                try:
-                    yield tx
-                except BaseException:
-                    with contextlib.suppress(psycopg.Error):
-                        conn.execute("ROLLBACK")
-                    raise
-                if relaxed and tx.claimed:
-                    conn.execute("SET LOCAL synchronous_commit = on; COMMIT")
-                else:
+                with conn.pipeline() as pipe:
+                    conn.execute("BEGIN" if write else "BEGIN READ ONLY")
+                    if relaxed:
+                        conn.execute("SET LOCAL synchronous_commit = off")
+                    tx = PostgresTransaction(conn, pipe)
+                    try:
+                        yield tx
+                    except BaseException:
+                        with contextlib.suppress(psycopg.Error):
+                            conn.execute("ROLLBACK")
+                            pipe.sync()
+                        raise
+                    if relaxed and tx.claimed:
+                        conn.execute("SET LOCAL synchronous_commit = on")
                     conn.execute("COMMIT")
+                    pipe.sync()
             except psycopg.Error as exc:
                 raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
 
@@ -412,6 +440,17 @@ class PostgresIdempotencyStore(StoreBase):
     def __repr__(self) -> str:
         ttl = self.claim_ttl_seconds
         return f"PostgresIdempotencyStore({self.address!r}, claim_ttl_seconds={ttl:g})"
+
+
+def _looks_dead(conn: psycopg.Connection[Any]) -> bool:
+    """An idle connection with something to read (the server's goodbye), or closed."""
+    if conn.closed or conn.broken:
+        return True
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
