@@ -279,9 +279,12 @@ def _leaves(value, out):
         out.append(json.dumps(value))
 
 
+KEYED = st.dictionaries(DIGIT_KEYS, VALUES, min_size=1, max_size=3)
 ARGUMENTS = st.fixed_dictionaries(
-    {"text": VALUES},
-    optional={"n": VALUES, "tags": VALUES, "d": VALUES, "strict": VALUES, "free": VALUES,
+    # "text" valid or not: when it is valid, the checks reach the nested fields
+    {"text": st.text(max_size=5) | VALUES},
+    optional={"n": VALUES, "tags": st.lists(VALUES, max_size=3) | VALUES, "d": KEYED | VALUES,
+              "strict": KEYED | VALUES, "free": st.dictionaries(DIGIT_KEYS, KEYED, max_size=2),
               "zzz-extra": VALUES},
 ) | st.dictionaries(DIGIT_KEYS, VALUES, max_size=4)
 
