@@ -280,6 +280,10 @@ def test_the_scan_is_bounded_by_the_limit_not_the_output():
         ("https://admin:s3cret@db.example.com/x", f"https://{REDACTED}@db.example.com/x"),
         ("https://example.com/a:b", "https://example.com/a:b"),
         ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG", f"aws_secret_access_key = {REDACTED}"),
+        ("<db_password>hunter2</db_password>", f"<db_password>{REDACTED}</db_password>"),
+        ("run --token abc123 --api-key=xyz9 -v", f"run --token {REDACTED} --api-key={REDACTED} -v"),
+        ("export DB_PASSWORD='s3 cr3t'", f"export DB_PASSWORD='{REDACTED}'"),
+        ("spring.datasource.password: pw", f"spring.datasource.password: {REDACTED}"),
     ],
 )
 def test_name_value_forms(text, shown_text):

@@ -76,7 +76,38 @@ DEFAULT_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\bBasic\s+(?P<secret>(?=[A-Za-z0-9+/]*[0-9+/=])[A-Za-z0-9+/]{6,}={0,2})"),
     # Credentials in URLs: scheme://user:password@host (user and password both hidden).
     re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>[^\s:/?#@\"'\\]+:[^\s/?#@\"'\\]+)@"),
+    # XML elements and command-line flags named like a secret: <password>…</, --token …
+    re.compile(r"(?i)<(?:[A-Za-z0-9_.:-]*(?:passw(?:or)?d|secret|passphrase|api[_-]?key|token))>"
+               r"(?P<secret>[^<]+)"),
+    re.compile(r"(?i)(?<![A-Za-z0-9_-])--[A-Za-z0-9_-]*(?:passw(?:or)?d|secret|passphrase"
+               r"|api[_-]?key|token)[ \t]+(?P<secret>[^\s\"'-][^\s\"']*)"),
 )
+
+#: Text (lower case) at least one of which a pattern's match must contain: a pattern whose
+#: hints are all absent from the window is not run. Most output holds no secret at all, and
+#: a substring test is far cheaper than a regular-expression scan.
+_HINTS: dict[re.Pattern[str], tuple[str, ...]] = dict(zip(DEFAULT_PATTERNS, (
+    ("-----begin ",),
+    ("sk-",),
+    ("akia", "asia", "abia", "acca"),
+    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ("github_pat_",),
+    ("xox",),
+    ("xapp-",),
+    ("k_live_", "k_test_"),
+    ("aiza",),
+    ("npm_",),
+    ("eyj",),
+    ("bearer",),
+    ("basic",),
+    ("://",),
+    ("<",),
+    ("--",),
+), strict=True))
+_HINT_SEARCH = re.compile("|".join(
+    re.escape(hint) for hint in sorted({h for hints in _HINTS.values() for h in hints},
+                                       key=len, reverse=True)
+))
 
 _NAME_CHARS = "A-Za-z0-9_.-"
 #: A secret's name: it contains one of these words, or ends in "token".
@@ -87,6 +118,15 @@ _NAME = re.compile(
     rf"(?![{_NAME_CHARS}])"
     r"(?P<close>\\*\"|')?[ \t]*(?P<sep>=>|[:=])[ \t]*"
 )
+#: The words of a secret's name, as :data:`_NAME` spells them, for a quick search first.
+_NAME_WORDS = ("passw", "pwd", "secret", "passphrase", "apikey", "api_key", "api-key",
+               "private_key", "private-key", "privatekey", "authorization", "token")
+_NAME_CHAR_SET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+_NAME_BODY = re.compile(
+    rf"(?i)[{_NAME_CHARS}]*(?:passw(?:or)?d|pwd|secret|passphrase|api[_-]?key|apikey"
+    rf"|private[_-]?key|authorization)[{_NAME_CHARS}]*|[{_NAME_CHARS}]*token"
+)
+_AFTER_NAME = re.compile(r"(?P<close>\\*\"|')?[ \t]*(?P<sep>=>|[:=])[ \t]*")
 _SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest|negotiate|apikey)[ \t]+")
 _JSON_LITERALS = ("null", "true", "false")
 
@@ -130,7 +170,14 @@ class Redactor:
     def spans(self, text: str) -> list[_Span]:
         """The secrets in ``text``, sorted, overlapping ones merged into one span."""
         found: list[_Span] = []
+        lowered = text.lower()
+        if len(lowered) != len(text):  # a character whose lower case is longer: no shortcuts
+            lowered = ""
+        present = set(_HINT_SEARCH.findall(lowered)) if lowered else set()
         for pattern in self.patterns:
+            hints = _HINTS.get(pattern)
+            if hints and lowered and present.isdisjoint(hints):
+                continue
             has_secret = "secret" in pattern.groupindex
             for match in pattern.finditer(text):
                 if has_secret and match.group("secret") is not None:
@@ -139,7 +186,7 @@ class Redactor:
                     start, end = match.span()
                 if end > start and text[start:end] != REDACTED:
                     found.append(_Span(start, end, REDACTED))
-        found.extend(_name_value_spans(text))
+        found.extend(_name_value_spans(text, lowered))
         return _merge(found)
 
 
@@ -159,18 +206,43 @@ def _merge(spans: list[_Span]) -> list[_Span]:
 # ---------------------------------------------------------------- name/value pairs
 
 
-def _name_value_spans(text: str) -> Iterable[_Span]:
-    for match in _NAME.finditer(text):
-        close = match.group("close")
-        opened = match.start("name")
+def _name_value_spans(text: str, lowered: str = "") -> Iterable[_Span]:
+    for start, end in _secret_names(text, lowered):
+        after = _AFTER_NAME.match(text, end)
+        if after is None:
+            continue
+        close = after.group("close")
         json_form = (
             close is not None and close.endswith('"')
-            and text[max(0, opened - len(close)):opened] == close
+            and text[max(0, start - len(close)):start] == close
         )
-        colon = match.group("sep") == ":" and close is None
-        span = _value_span(text, match.end(), json_form=json_form, colon=colon)
+        colon = after.group("sep") == ":" and close is None
+        span = _value_span(text, after.end(), json_form=json_form, colon=colon)
         if span is not None:
             yield span
+
+
+def _secret_names(text: str, lowered: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of every name that names a secret: a whole run of name characters
+    that contains a secret word or ends in "token". The words are found first with a plain
+    substring search (``lowered`` is ``text.lower()`` of the same length; empty: use the
+    regular expression), so text without them costs almost nothing."""
+    if not lowered:
+        return [(m.start("name"), m.end("name")) for m in _NAME.finditer(text)]
+    names: set[tuple[int, int]] = set()
+    limit = len(text)
+    for word in _NAME_WORDS:
+        index = lowered.find(word)
+        while index != -1:
+            start, end = index, index + len(word)
+            while start > 0 and text[start - 1] in _NAME_CHAR_SET:
+                start -= 1
+            while end < limit and text[end] in _NAME_CHAR_SET:
+                end += 1
+            if _NAME_BODY.fullmatch(text, start, end):
+                names.add((start, end))
+            index = lowered.find(word, end)
+    return sorted(names)
 
 
 #: Backslashes before a quote at each depth of JSON-in-JSON escaping (\", \\\", …).
