@@ -83,7 +83,9 @@ def test_explorer_runs_a_write_that_disconnects_after_landing():
     trace = explorer.trace_html.value
     assert "<table" in trace and "status_lookup" in trace
     # headers over their columns: left-aligned like the cells, not pandas's right-aligned <th>
-    assert 'text-align: right' not in trace and "text-align: left" in trace
+    assert 'text-align: right' not in trace
+    assert trace.count("<th") == trace.count('<th style="text-align: left') > 0  # inline: no stylesheet wins
+    assert trace.count("<td") == trace.count('<td style="text-align: left') > 0
     assert not explorer.run_button.disabled
 
 

@@ -31,6 +31,7 @@ import functools
 import html
 import json
 import logging
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -50,17 +51,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 _PRE = '<pre style="white-space: pre-wrap; margin: 0.3em 0">{}</pre>'
 
 
-_TABLE_STYLE = (
-    "<style>.agentkit-table th, .agentkit-table td "
-    "{text-align: left; vertical-align: top; padding: 0.15em 0.8em 0.15em 0}</style>"
-)
+_CELL_STYLE = "text-align: left; vertical-align: top; padding: 0.15em 0.8em 0.15em 0"
 
 
 def _table(frame: Any) -> str:
-    """A DataFrame as an HTML table whose headers sit over their columns: every cell and
-    header left-aligned (pandas right-aligns headers, JupyterLab left-aligns widget cells)."""
-    return _TABLE_STYLE + str(frame.to_html(index=False, border=0, justify="left",
-                                            classes="agentkit-table"))
+    """A DataFrame as an HTML table whose headers sit over their columns: every header and cell
+    left-aligned by an inline style (pandas and JupyterLab's stylesheets right-align headers
+    and left-align cells, and an inline style is the one their selectors cannot override)."""
+    text = str(frame.to_html(index=False, border=0, justify="left", classes="agentkit-table"))
+    return re.sub(r"<(th|td)(?=[\s>])", rf'<\1 style="{_CELL_STYLE}"', text)
 
 
 def _pre(text: str) -> str:

@@ -123,3 +123,24 @@ def test_own_tool_audit_cell(notebooks):
     _run_cell(nb, answer, q6.solution_code)
     _run_cell(nb, check)
     expect(_output(nb, check)).to_contain_text("Correct: every row of the audit passes", timeout=AUDIT_TIMEOUT_MS)
+
+
+def test_explorer_trace_table_headers_sit_over_their_columns(notebooks):
+    expect = _expect()
+    nb = notebooks.run(notebooks.displaying("FailureExplorer(", prefer=("05",)))
+    root = lab.widget_root(nb, "agentkit-failure-explorer")
+    lab.button(root, "Run").first.click()
+    table = root.locator(".agentkit-explorer-trace table")
+    expect(table).to_be_visible(timeout=TIMEOUT_MS)
+    lefts = table.evaluate(
+        """t => [Array.from(t.querySelectorAll('thead th')).map(c => c.getBoundingClientRect().left),
+                 Array.from(t.querySelector('tbody tr').children).map(c => c.getBoundingClientRect().left)]"""
+    )
+    headers, cells = lefts
+    assert len(headers) == len(cells) >= 5
+    for header, cell in zip(headers, cells, strict=True):
+        assert abs(header - cell) < 1, f"a header starts {header - cell:+.0f} px off its column: {lefts}"
+    aligns = table.evaluate(
+        "t => [...new Set([...t.querySelectorAll('th, td')].map(c => c.tagName + ':' + getComputedStyle(c).textAlign))]"
+    )
+    assert all(a.endswith((":left", ":start")) for a in aligns), f"every header and cell reads from the left: {aligns}"
