@@ -103,9 +103,8 @@ def type_schema(tp: Any) -> dict[str, Any]:
         return {"anyOf": options}
     if tp in (list, tuple, set, frozenset) or origin in (list, tuple, set, frozenset, typing.Sequence):
         schema: dict[str, Any] = {"type": "array"}
-        if args and origin is not tuple:
-            schema["items"] = type_schema(args[0])
-        elif origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        homogeneous = origin is tuple and len(args) == 2 and args[1] is Ellipsis  # tuple[X, ...]
+        if (args and origin is not tuple) or homogeneous:
             schema["items"] = type_schema(args[0])
         return schema
     if tp is dict or origin in (dict, typing.Mapping):
