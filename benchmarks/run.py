@@ -201,13 +201,25 @@ def import_time(runs: int = 7) -> tuple[float | None, str]:
     return statistics.median(samples), f"median of {runs}; min {min(samples):.0f} ms"
 
 
-def timed_command(command: list[str]) -> tuple[float, int, str]:
-    """Wall seconds, exit status and the last line of output of one command."""
+_SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed|error).*?)\s*=*$")
+
+
+def timed_command(command: list[str], log: FsPath) -> tuple[float, int, str]:
+    """Wall seconds, exit status and pytest's summary (or the last line) of one command,
+    whose whole output is kept in ``log``."""
     start = time.perf_counter()
     done = subprocess.run(command, check=False, capture_output=True, text=True, cwd=ROOT)
     elapsed = time.perf_counter() - start
-    tail = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
-    return elapsed, done.returncode, (tail[-1] if tail else "")[:160]
+    output = done.stdout + done.stderr
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(output, encoding="utf-8")
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    summaries = [m.group(1) for m in map(_SUMMARY.match, lines) if m]
+    failed = [line for line in lines if line.startswith(("FAILED ", "ERROR "))]
+    note = "; ".join(summaries) or (lines[-1] if lines else "")
+    if failed:
+        note += f"; first: {failed[0][:120]}"
+    return elapsed, done.returncode, f"{note[:300]} (log: {log.relative_to(ROOT)})"
 
 
 # --------------------------------------------------------------------------- the run
@@ -236,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-slow", action="store_true",
                         help="skip the strict nbval and `make test` rows (minutes each)")
     parser.add_argument("--no-install", action="store_true", help="do not pip-install the bench extra")
-    parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds per group")
+    parser.add_argument("--rounds", type=int, default=11, help="interleaved rounds per group")
     parser.add_argument("--target-ms", type=float, default=20.0, help="length of one sample")
     parser.add_argument("--readme", action="store_true", help="also write the table into README.md")
     parser.add_argument("--no-postgres", action="store_true",
@@ -269,8 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     goals: list[Goal] = []
 
     def group(title: str, paths: list[Path], reference: str) -> list[Path]:
-        print(f"timing: {title} ({sum(p.available for p in paths)} paths)", flush=True)
+        print(f"timing: {title} ({sum(p.available for p in paths)} paths)", end="", flush=True)
+        began = time.perf_counter()
         runner.run(paths)
+        print(f", {time.perf_counter() - began:.0f} s", flush=True)
         rows.extend(path_rows(title, paths, find(paths, reference)))
         return paths
 
@@ -326,17 +340,17 @@ def main(argv: list[str] | None = None) -> int:
     fast_seconds = time.perf_counter() - started
     slow = [
         ("strict nbval of all notebooks", [sys.executable, "-m", "pytest", "notebooks", *NBVAL,
-                                            "-q", "-p", "no:cacheprovider"], 60),
-        ("make test", ["make", "test"], 90),
+                                            "-q", "-p", "no:cacheprovider"], 60, "nbval.log"),
+        ("make test", ["make", "test"], 90, "make-test.log"),
     ]
-    for name, command, limit in slow:
+    for name, command, limit, log in slow:
         if args.skip_slow:
             rows.append(Row("whole kit", name, None, "s", note="skipped (--skip-slow)"))
             goals.append(Goal(f"{name} < {limit} s", None, "<", limit, "s",
                               why_missing="skipped (--skip-slow)"))
             continue
         print(f"running: {name}", flush=True)
-        seconds, status, tail = timed_command(command)
+        seconds, status, tail = timed_command(command, FsPath(args.out) / log)
         error = "" if status == 0 else f"exit {status}"
         rows.append(Row("whole kit", name, seconds, "s", note=tail))
         goals.append(Goal(f"{name} < {limit} s", seconds, "<", limit, "s", error=error))
