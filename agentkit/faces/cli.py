@@ -86,9 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
         "approvals",
         help="list, approve or deny the irreversible calls waiting in a workspace",
         description=(
-            "Settle, as a person, the approvals an MCP client asked for (DESIGN §6: the model "
-            "never approves itself). 'approve' runs the call once, here, and keeps its result "
-            "in the store: the client asking again gets it with replayed: true."
+            "Settle, as a person, the approvals an MCP client asked for "
+            "(docs/design.md#approvals: the model never approves itself). 'approve' runs the "
+            "call once, here, and keeps its result in the store: the client asking again gets "
+            "it with replayed: true."
         ),
     )
     approvals.add_argument("action", choices=["list", "approve", "deny"])
