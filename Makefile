@@ -26,9 +26,12 @@ LAB_ROOT_ARGS = $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 lab: install
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(LAB_ROOT_ARGS) $(JUPYTER_ARGS)
 
-## Unit tests, then strict nbval over every stored notebook.
+## Unit tests, then strict nbval over every stored notebook, on every core: one file per
+## worker (`--dist loadfile`), so each notebook runs top to bottom in one kernel. WORKERS=0
+## runs everything in this process.
+WORKERS ?= auto
 test: install
-	$(BIN)/python -m pytest tests notebooks -m "not browser and not interop" $(NBVAL)
+	$(BIN)/python -m pytest tests notebooks -m "not browser and not interop" $(NBVAL) -n $(WORKERS) --dist loadfile
 
 test-unit: install
 	$(BIN)/python -m pytest tests -m "not browser and not interop"
