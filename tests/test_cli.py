@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -78,10 +77,6 @@ def test_main_runs_in_process(tmp_path, capsys):
     assert exited.value.code == 0
 
 
-@pytest.mark.skipif(
-    any(importlib.util.find_spec(f"agentkit.{m}") is None for m in ("agent", "fake_model", "demo_tools")),
-    reason="the demo layer is not there yet",
-)
 def test_demo_prints_the_baseline_transcript():
     run = agentkit_cli("demo")
     assert run.returncode == 0, run.stderr
