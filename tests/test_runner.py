@@ -593,3 +593,24 @@ def test_results_keep_one_key_order_when_replayed():
     first = runner.call("save", {"key": "k", "value": "v"})
     second = runner.call("save", {"key": "k", "value": "v"})
     assert list(first) == list(second) == ["ok", "data", "attempts", "replayed"]
+
+
+def test_the_hosts_call_id_names_the_call_in_the_trace() -> None:
+    """docs/design.md#public-api (rev 3): a host's own tool-call id names the call."""
+    import asyncio
+
+    registry = ToolRegistry()
+    calls: list[str] = []
+
+    def echo(text: str) -> str:
+        calls.append(text)
+        return text
+
+    registry.register(ToolSpec("echo", "Echo.", "read", 1.0, 1, 100, echo))
+    runner = ToolRunner(registry)
+    assert runner.call("echo", {"text": "a"}, call_id="call_abc")["ok"]
+    assert asyncio.run(runner.acall("echo", {"text": "b"}, call_id="call_def"))["ok"]
+    assert runner.call("echo", {"text": "c"})["ok"]
+    ids = [record.call_id for record in runner.trace]
+    assert ids[:2] == ["call_abc", "call_def"] and ids[2] not in ("call_abc", "call_def", "")
+    assert calls == ["a", "b", "c"]

@@ -110,14 +110,17 @@ class ToolRunner:
 
     # ------------------------------------------------------------------ public
 
-    def call(self, name: Any, arguments: Any) -> dict[str, Any]:
+    def call(self, name: Any, arguments: Any, *, call_id: str | None = None) -> dict[str, Any]:
         """Run one model tool call under its effect's policy; never raises for model input.
+
+        ``call_id`` is the host's own tool-call id (a framework's or an MCP request's); it then
+        names this call in the trace and the log. Without one the runner makes its own.
 
         A bug anywhere below (a hostile argument object, a misbehaving policy or store) is
         logged and answered as a stable error: ``tool_failure`` when nothing ran,
         ``outcome_unknown`` (not retryable) when a handler attempt had started.
         """
-        call_id = new_call_id()
+        call_id = call_id if isinstance(call_id, str) and call_id else new_call_id()
         holder: list[_Call] = []
         try:
             return self._call(call_id, name, arguments, holder)
@@ -259,7 +262,9 @@ class ToolRunner:
 
     # ------------------------------------------------------------------ async hosts
 
-    async def acall(self, name: Any, arguments: Any) -> dict[str, Any]:
+    async def acall(
+        self, name: Any, arguments: Any, *, call_id: str | None = None
+    ) -> dict[str, Any]:
         """:meth:`call` for async hosts: the same policy, the same results.
 
         The policy itself (retries, status lookups, store calls, the injected ``sleep``) runs on
@@ -268,21 +273,21 @@ class ToolRunner:
         ``asyncio.timeout``. Sharing one code path is what makes the results identical. If the
         awaiting task is cancelled, the call goes on to its end and its outcome is recorded.
         """
-        return await self._off_loop(self.call, name, arguments)
+        return await self._off_loop(lambda: self.call(name, arguments, call_id=call_id))
 
     async def aapprove(self, approval_id: Any) -> dict[str, Any]:
         """:meth:`approve` for async hosts (see :meth:`acall`)."""
-        return await self._off_loop(self.approve, approval_id)
+        return await self._off_loop(lambda: self.approve(approval_id))
 
     async def adeny(self, approval_id: Any) -> dict[str, Any]:
         """:meth:`deny` for async hosts (see :meth:`acall`)."""
-        return await self._off_loop(self.deny, approval_id)
+        return await self._off_loop(lambda: self.deny(approval_id))
 
-    async def _off_loop(self, method: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    async def _off_loop(self, method: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         try:
-            return await run_on_worker(method, *args)
+            return await run_on_worker(method)
         except WorkerUnavailable:
-            log.warning("busy: no worker thread could be started for %s", method.__name__)
+            log.warning("busy: no worker thread could be started for a runner call")
             return _finish(failure(ErrorCode.BUSY), 0, False, "")
 
     def pending_approvals(self) -> list[dict[str, Any]]:
