@@ -76,8 +76,8 @@ logger = logging.getLogger("agentkit.policy.stores")
 
 Result = dict[str, Any]
 
-_CLAIMED = "claimed"
-_TAKEN_OVER = "taken_over"
+CLAIMED = "claimed"
+TAKEN_OVER = "taken_over"
 
 
 class StoreError(Exception):
@@ -232,15 +232,9 @@ class StoreBase:
             raise TypeError("key must be a str")
         ttl = max(self.claim_ttl_seconds, lease_seconds or 0.0)
         try:
-            if self.read_before_claim:
-                with self.transaction(write=False) as tx:  # a replay takes no write lock
-                    stored = tx.result(key)
-                if stored is not None:
-                    return self._replay(stored, fingerprint)
-            with self.transaction(write=True, full_sync=full_sync) as tx:
-                decision = self._decide(
-                    tx, key, fingerprint, ttl, may_take_over=recover is not None
-                )
+            decision = self.claim(
+                key, fingerprint, ttl, may_take_over=recover is not None, full_sync=full_sync
+            )
         except StoreError as exc:
             logger.error("could not claim key %r, nothing ran (busy): %s", key, exc)
             return failure(ErrorCode.BUSY)
@@ -254,9 +248,9 @@ class StoreBase:
                 try:
                     on_claim(mine.token)
                 except BaseException:
-                    self._quietly(self._drop, key, mine, "the claim stays until its lease")
+                    self._quietly(self.drop, key, mine, "the claim stays until its lease")
                     raise
-            if kind == _TAKEN_OVER:
+            if kind == TAKEN_OVER:
                 assert recover is not None
                 outcome = self._recover(key, mine, recover, full_sync)
                 if outcome is not None:
@@ -267,6 +261,55 @@ class StoreBase:
         finally:
             if not keep_live:
                 let_go(mine.token)
+
+    # ---- the store's steps: each one atomic section (docs/design.md#stores)
+
+    def claim(
+        self, key: str, fingerprint: str | None, ttl: float, *, may_take_over: bool,
+        full_sync: bool = False,
+    ) -> Result | tuple[str, Claim]:
+        """Claim ``key``: a final answer (a replay, ``in_progress``, a conflict, or
+        ``outcome_unknown`` for a stale claim nobody may take over), or ``(CLAIMED, claim)`` /
+        ``(TAKEN_OVER, claim)`` that this caller now holds. Raises :class:`StoreError`."""
+        if self.read_before_claim:
+            with self.transaction(write=False) as tx:  # a replay takes no write lock
+                stored = tx.result(key)
+            if stored is not None:
+                return self._replay(stored, fingerprint)
+        with self.transaction(write=True, full_sync=full_sync) as tx:
+            return self._decide(tx, key, fingerprint, ttl, may_take_over=may_take_over)
+
+    def complete(self, key: str, mine: Claim, result: Result, full_sync: bool = False) -> None:
+        """Store the result and drop the claim in one atomic section."""
+        try:
+            text = canonical_json(result)
+        except (TypeError, ValueError) as exc:
+            # It happened, but cannot be kept: let a lookup decide.
+            self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
+            raise TypeError("an ok result must be JSON-serialisable to be stored") from exc
+        with self.transaction(write=True, full_sync=full_sync) as tx:
+            tx.lock(key)
+            tx.insert_result(key, mine.fingerprint, text)  # unless one is there already
+            still_mine = tx.delete_claim(key, mine.token)
+        if not still_mine:
+            logger.warning(
+                "claim on key %r was lost before the run finished (lease too short?)", key
+            )
+
+    def drop(self, key: str, mine: Claim) -> None:
+        """Free the key, unless someone else holds it by now."""
+        with self.transaction(write=True) as tx:
+            tx.lock(key)
+            tx.delete_claim(key, mine.token)
+
+    def abandon_claim(self, key: str, mine: Claim) -> None:
+        """Keep the claim but mark it stale at once, so the next caller asks the lookup."""
+        let_go(mine.token)
+        with self.transaction(write=True) as tx:
+            tx.lock(key)
+            tx.replace_claim(key, mine.token, dataclasses.replace(mine, lease_until=0.0))
+
+    # ---- more of the public interface
 
     def release(self, key: str) -> None:
         """Clear a claim, whoever holds it: a human's "I checked, it did not happen"."""
@@ -378,7 +421,7 @@ class StoreBase:
         if claim is None:
             if not tx.insert_claim(key, mine):
                 return failure(ErrorCode.IN_PROGRESS)
-            return (_CLAIMED, mine)
+            return (CLAIMED, mine)
         if conflicts(fingerprint, claim.fingerprint):
             return failure(ErrorCode.IDEMPOTENCY_CONFLICT)
         if not self._is_stale(claim, now):
@@ -389,7 +432,7 @@ class StoreBase:
         mine = dataclasses.replace(mine, fingerprint=claim.fingerprint)
         if not tx.replace_claim(key, claim.token, mine):
             return failure(ErrorCode.IN_PROGRESS)
-        return (_TAKEN_OVER, mine)
+        return (TAKEN_OVER, mine)
 
     def _recover(
         self, key: str, mine: Claim, recover: Callable[[], Result | None], full_sync: bool
@@ -399,19 +442,19 @@ class StoreBase:
             receipt = recover()
         except Exception:
             logger.warning("status lookup for key %r raised; outcome unknown", key, exc_info=True)
-            self._quietly(self._abandon, key, mine, "the claim keeps its lease")
+            self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
             return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
         except BaseException:
-            self._quietly(self._abandon, key, mine, "the claim keeps its lease")
+            self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
             raise
         if receipt is None:
             return None  # not done: the caller runs the operation under this claim
         if not is_ok(receipt):
-            self._quietly(self._abandon, key, mine, "the claim keeps its lease")
+            self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
             return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
         assert isinstance(receipt, dict)
         try:
-            self._complete(key, mine, receipt, full_sync)
+            self.complete(key, mine, receipt, full_sync)
         except StoreError as exc:
             # The lookup found the write done: say so; the next caller asks the lookup again.
             logger.error("could not record the receipt of key %r: %s", key, exc)
@@ -423,59 +466,29 @@ class StoreBase:
         try:
             result = operation()
         except Exception:
-            self._quietly(self._drop, key, mine, "the claim stays until its lease")
+            self._quietly(self.drop, key, mine, "the claim stays until its lease")
             raise
         except BaseException:
             # Interrupted mid-write: the outcome is unknown, but nobody runs it any more.
-            self._quietly(self._abandon, key, mine, "the claim keeps its lease")
+            self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
             raise
         if is_ok(result):
             try:
-                self._complete(key, mine, result, full_sync)
+                self.complete(key, mine, result, full_sync)
             except StoreError as exc:
                 logger.error(
                     "key %r ran but its result could not be recorded, outcome unknown: %s",
                     key, exc,
                 )
-                self._quietly(self._abandon, key, mine, "the claim keeps its lease")
+                self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
                 return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
         elif _is_unknown(result):
             pass  # it may still be running: the claim stays until its lease or owner ends
         else:
-            self._quietly(self._drop, key, mine, "the claim stays until its lease")
+            self._quietly(self.drop, key, mine, "the claim stays until its lease")
             if not isinstance(result, dict):
                 raise TypeError(f"operation must return a dict, not {type(result).__name__}")
         return result
-
-    def _complete(self, key: str, mine: Claim, result: Result, full_sync: bool) -> None:
-        """Store the result and drop the claim in one atomic section."""
-        try:
-            text = canonical_json(result)
-        except (TypeError, ValueError) as exc:
-            # It happened, but cannot be kept: let a lookup decide.
-            self._quietly(self._abandon, key, mine, "the claim keeps its lease")
-            raise TypeError("an ok result must be JSON-serialisable to be stored") from exc
-        with self.transaction(write=True, full_sync=full_sync) as tx:
-            tx.lock(key)
-            tx.insert_result(key, mine.fingerprint, text)  # unless one is there already
-            still_mine = tx.delete_claim(key, mine.token)
-        if not still_mine:
-            logger.warning(
-                "claim on key %r was lost before the run finished (lease too short?)", key
-            )
-
-    def _drop(self, key: str, mine: Claim) -> None:
-        """Free the key, unless someone else holds it by now."""
-        with self.transaction(write=True) as tx:
-            tx.lock(key)
-            tx.delete_claim(key, mine.token)
-
-    def _abandon(self, key: str, mine: Claim) -> None:
-        """Keep the claim but mark it stale at once, so the next caller asks the lookup."""
-        let_go(mine.token)
-        with self.transaction(write=True) as tx:
-            tx.lock(key)
-            tx.replace_claim(key, mine.token, dataclasses.replace(mine, lease_until=0.0))
 
     def _quietly(
         self, step: Callable[[str, Claim], None], key: str, mine: Claim, consequence: str
