@@ -1,0 +1,69 @@
+"""What the three framework faces share: the model's view of a result, and the approved run.
+
+The faces (:mod:`~agentkit.faces.openai_agents`, :mod:`~agentkit.faces.pydantic_ai`,
+:mod:`~agentkit.faces.langgraph`) are thin: each turns one framework tool call into one
+``runner.acall`` and the result dict into what the model reads. This module holds the few
+lines they would otherwise repeat, and imports no framework.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentkit.boundary.errors import ErrorCode, failure
+from agentkit.policy.runner import ToolRunner
+
+#: What the model reads when a person rejected a call in the framework's approval flow:
+#: agentkit's ``forbidden`` (nothing ran; asking again will not help).
+FORBIDDEN: dict[str, Any] = {**failure(ErrorCode.FORBIDDEN), "attempts": 0, "replayed": False}
+
+
+def model_text(result: dict[str, Any]) -> str:
+    """On success the result's ``data``; on failure the JSON text of the whole result dict."""
+    if result.get("ok"):
+        return str(result.get("data", ""))
+    return json.dumps(result, ensure_ascii=False)
+
+
+def forbidden_text() -> str:
+    """The JSON text of :data:`FORBIDDEN`: the message a rejected call gives the model."""
+    return json.dumps(FORBIDDEN, ensure_ascii=False)
+
+
+def parse_arguments(raw: Any) -> Any:
+    """A framework's JSON argument text as a value; text that is not JSON is passed on as it
+    is, so the runner answers ``invalid_arguments`` (it never raises for model input)."""
+    if not isinstance(raw, (str, bytes, bytearray)):
+        return raw
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+async def run_approved(
+    runner: ToolRunner, name: str, arguments: Any, call_id: str | None
+) -> dict[str, Any]:
+    """Run an irreversible call a person approved in the framework's own flow.
+
+    ``acall`` opens (or finds) agentkit's approval for exactly these arguments, and
+    ``aapprove`` settles it: the write runs once. Run again (a framework that re-executes a
+    tool or a node on resume), ``acall`` finds the settled approval and replays its result,
+    so nothing runs twice. Any other answer (``budget_exhausted``, ``invalid_arguments``, a
+    replay) is returned as it is.
+    """
+    result = await runner.acall(name, arguments, call_id=call_id)
+    if result.get("error") == ErrorCode.APPROVAL_REQUIRED.value:
+        return await runner.aapprove(result["approval_id"])
+    return result
+
+
+def call_approved(
+    runner: ToolRunner, name: str, arguments: Any, call_id: str | None
+) -> dict[str, Any]:
+    """:func:`run_approved` for a sync host."""
+    result = runner.call(name, arguments, call_id=call_id)
+    if result.get("error") == ErrorCode.APPROVAL_REQUIRED.value:
+        return runner.approve(result["approval_id"])
+    return result

@@ -1,0 +1,260 @@
+"""Notebook 08's runs: each failure case through each framework, with agentkit and without.
+
+Each framework is driven by its **own** offline fake model — the OpenAI Agents SDK's
+``agents.testing.ScriptedModel``, Pydantic AI's ``FunctionModel``, a LangChain
+``GenericFakeChatModel`` in a LangGraph graph — all following one
+:class:`~agentkit.faces.framework_cases.ScriptedTurns`. Without agentkit the tool is the
+framework's own, with the timeout, retry and approval settings its documentation shows; with
+agentkit it is the face over a :class:`~agentkit.ToolRunner`. A person's decision is the
+case's ``decision``. :func:`table` counts the handler's real calls per case and framework.
+
+Importing this module imports all three frameworks (extras ``openai-agents``,
+``pydantic-ai``, ``langgraph``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agents import Agent, RunConfig, Runner, function_tool
+from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import Command, interrupt
+from pydantic_ai import Agent as PydanticAgent
+from pydantic_ai import DeferredToolRequests, DeferredToolResults, Tool
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from agentkit.faces import langgraph as lg_face
+from agentkit.faces import openai_agents as oa_face
+from agentkit.faces import pydantic_ai as pa_face
+from agentkit.faces.framework_cases import CASES, TIMEOUT_SECONDS, Bench, Case, ScriptedTurns
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["FRAMEWORKS", "Outcome", "run_case", "table"]
+
+FRAMEWORKS = ("openai-agents", "pydantic-ai", "langgraph")
+_MAX_MODEL_CALLS = 8
+
+
+@dataclass
+class Outcome:
+    """One run: the handler's real calls, what the model read, and how the run ended."""
+
+    calls: int
+    seen: list[str] = field(default_factory=list)
+    aborted: str = ""  # the exception that ended the run, by class name; "" if it finished
+
+
+async def run_case(framework: str, case: Case, *, agentkit: bool) -> Outcome:
+    """Run ``case`` once through ``framework``, with the agentkit face or the framework alone."""
+    runs = {"openai-agents": _openai_agents, "pydantic-ai": _pydantic_ai, "langgraph": _langgraph}
+    if framework not in runs:
+        raise ValueError(f"unknown framework {framework!r}; choose one of: {', '.join(FRAMEWORKS)}")
+    bench = Bench(case)
+    turns = ScriptedTurns(case)
+    try:
+        await runs[framework](bench, turns, agentkit)
+    except Exception as exc:  # the framework stopped the run: that is a result too
+        return Outcome(bench.calls, turns.seen, type(exc).__name__)
+    finally:
+        bench.close()
+    return Outcome(bench.calls, turns.seen)
+
+
+def table(cases: Sequence[Case] = CASES) -> pd.DataFrame:
+    """Real handler calls per case (rows) and framework, without and with agentkit (columns)."""
+    import pandas as pd
+
+    rows = []
+    for case in cases:
+        row: dict[str, Any] = {"case": case.name}
+        for framework in FRAMEWORKS:
+            for agentkit in (False, True):
+                outcome = asyncio.run(run_case(framework, case, agentkit=agentkit))
+                label = f"{framework} {'+ agentkit' if agentkit else 'alone'}"
+                row[label] = outcome.calls
+        rows.append(row)
+    frame: pd.DataFrame = pd.DataFrame(rows).set_index("case")
+    return frame
+
+
+# ---------------------------------------------------------------- OpenAI Agents SDK
+
+
+def _openai_outputs(items: Any) -> list[str]:
+    outputs = []
+    for item in items if isinstance(items, list) else []:
+        data = item if isinstance(item, dict) else {}
+        if data.get("type") == "function_call_output":
+            output = data.get("output")
+            outputs.append(output if isinstance(output, str) else json.dumps(output))
+    return outputs
+
+
+async def _openai_agents(bench: Bench, turns: ScriptedTurns, agentkit: bool) -> None:
+    def respond(call: ModelCall) -> list[Any]:
+        calls = turns.next(_openai_outputs(call.input))
+        if not calls:
+            return [assistant_message("done")]
+        return [function_call(tool, arguments, call_id=call_id)
+                for call_id, tool, arguments in calls]
+
+    model = ScriptedModel([ModelStep.respond(respond) for _ in range(_MAX_MODEL_CALLS)])
+    if agentkit:
+        tools: list[Any] = oa_face.function_tools(bench.runner)
+    elif bench.case.tool == "save_note":  # the SDK's timeout needs a coroutine
+        tools = [function_tool(bench.asave_note, name_override="save_note",
+                               timeout=TIMEOUT_SECONDS)]
+    elif bench.case.tool == "send_payment":
+        tools = [function_tool(bench.send_payment, needs_approval=True)]
+    else:
+        tools = [function_tool(bench.search)]
+    agent: Agent[Any] = Agent(name="bench", model=model, tools=tools)
+    config = RunConfig(tracing_disabled=True)
+    result = await Runner.run(agent, "go", run_config=config)
+    while result.interruptions:
+        state = result.to_state()
+        for item in result.interruptions:
+            if bench.case.decision == "approve":
+                oa_face.approve(state, item)
+            elif agentkit:
+                oa_face.reject(state, item)
+            else:
+                state.reject(item)
+        result = await Runner.run(agent, state, run_config=config)
+
+
+# ---------------------------------------------------------------- Pydantic AI
+
+
+def _pydantic_outputs(messages: list[ModelMessage]) -> list[str]:
+    outputs = []
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, ToolReturnPart):
+                    outputs.append(part.model_response_str())
+                elif isinstance(part, RetryPromptPart):
+                    outputs.append(part.model_response())
+    return outputs
+
+
+async def _pydantic_ai(bench: Bench, turns: ScriptedTurns, agentkit: bool) -> None:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls = turns.next(_pydantic_outputs(messages))
+        if not calls:
+            return ModelResponse(parts=[TextPart("done")])
+        return ModelResponse(parts=[ToolCallPart(tool, arguments, tool_call_id=call_id)
+                                    for call_id, tool, arguments in calls])
+
+    model = FunctionModel(respond)
+    output_type: Any = [str, DeferredToolRequests]
+    if agentkit:
+        agent: PydanticAgent[None, Any] = PydanticAgent(
+            model, toolsets=[pa_face.toolset(bench.runner)], output_type=output_type)
+    else:
+        if bench.case.tool == "save_note":
+            tool: Tool[None] = Tool(bench.save_note, timeout=TIMEOUT_SECONDS)
+        elif bench.case.tool == "send_payment":
+            tool = Tool(bench.send_payment, requires_approval=True)
+        else:
+            tool = Tool(bench.search)
+        agent = PydanticAgent(model, tools=[tool], output_type=output_type)
+    result = await agent.run("go")
+    while isinstance(result.output, DeferredToolRequests):
+        approvals: dict[str, Any] = {}
+        for call in result.output.approvals:
+            if bench.case.decision == "approve":
+                approvals[call.tool_call_id] = pa_face.approved() if agentkit else True
+            else:
+                approvals[call.tool_call_id] = pa_face.denied() if agentkit else False
+        result = await agent.run(message_history=result.all_messages(),
+                                 deferred_tool_results=DeferredToolResults(approvals=approvals))
+
+
+# ---------------------------------------------------------------- LangGraph
+
+
+class ScriptedChatModel(GenericFakeChatModel):
+    """LangChain's fake chat model, answering from :class:`ScriptedTurns` (and bindable)."""
+
+    turns: Any = None
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:
+        return self
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        outputs = [str(m.content) for m in messages if isinstance(m, ToolMessage)]
+        calls = self.turns.next(outputs)
+        message = AIMessage("", tool_calls=[
+            {"name": tool, "args": arguments, "id": call_id} for call_id, tool, arguments in calls
+        ]) if calls else AIMessage("done")
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def _plain_langgraph_tool(bench: Bench) -> BaseTool:
+    if bench.case.tool == "save_note":
+        async def save_note(text: str) -> str:
+            """Save a note with ``text``; returns the note's id."""
+            # A ToolNode has no timeout: the tool brings its own.
+            return await asyncio.wait_for(bench.asave_note(text), TIMEOUT_SECONDS)
+        return StructuredTool.from_function(coroutine=save_note)
+    if bench.case.tool == "send_payment":
+        async def send_payment(to: str, cents: int) -> str:
+            """Send ``cents`` to ``to``. Irreversible."""
+            if interrupt({"to": to, "cents": cents}) is not True:  # LangGraph's approval flow
+                return bench.rejected()
+            return bench.send_payment(to, cents)
+        return StructuredTool.from_function(coroutine=send_payment)
+    return StructuredTool.from_function(func=bench.search)
+
+
+async def _langgraph(bench: Bench, turns: ScriptedTurns, agentkit: bool) -> None:
+    llm = ScriptedChatModel(messages=iter(()), turns=turns)
+
+    async def model(state: MessagesState) -> dict[str, list[BaseMessage]]:
+        return {"messages": [await llm.ainvoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", model)
+    node = (lg_face.tool_node(bench.runner) if agentkit
+            else ToolNode([_plain_langgraph_tool(bench)], handle_tool_errors=True))
+    graph.add_node("tools", node)
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", tools_condition)
+    graph.add_edge("tools", "model")
+    app = graph.compile(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": bench.case.name}}
+    start: MessagesState = {"messages": [HumanMessage("go")]}
+    result = await app.ainvoke(start, config)
+    resume = bench.case.decision == "approve"
+    while result.get("__interrupt__"):
+        pending = result["__interrupt__"]
+        answer: Any = resume if len(pending) == 1 else {item.id: resume for item in pending}
+        result = await app.ainvoke(Command(resume=answer), config)
+
+
+logging.getLogger("agentkit").addHandler(logging.NullHandler())

@@ -1,0 +1,76 @@
+"""The OpenAI Agents SDK face: the registry's tools as ``agents.FunctionTool`` objects.
+
+    >>> from agents import Agent
+    >>> from agentkit.faces.openai_agents import function_tools
+    >>> agent = Agent(name="research", model=..., tools=function_tools(runner))
+
+Every call goes through ``runner.acall`` with the SDK's ``tool_call_id`` as the runner's
+``call_id``, so agentkit's policy is the only one: the tools have no SDK timeout
+(``timeout_seconds=None``) and no failure formatter, because ``on_invoke_tool`` never raises;
+the model reads the result's ``data``, or the JSON text of a failed result (never the SDK's
+"Please try again"). The SDK does not check the schema (``strict_json_schema=False``): the
+boundary does, and answers ``invalid_arguments``.
+
+An irreversible write has ``needs_approval``: the run stops with an interruption, a person
+decides, and the run resumes. :func:`approve` and :func:`reject` settle an interruption; after
+an approval the tool asks agentkit for its approval of exactly these arguments and settles it,
+so the write runs once; a rejection sends the model agentkit's ``forbidden``. With the budget
+spent no person is asked: the call answers ``budget_exhausted``. Importing this module imports
+the SDK (extra ``agentkit[openai-agents]``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents import FunctionTool, RunContextWrapper, RunState, ToolApprovalItem
+from agents.tool_context import ToolContext
+
+from agentkit.boundary.spec import Effect, ToolSpec
+from agentkit.faces.framework import forbidden_text, model_text, parse_arguments, run_approved
+from agentkit.policy.runner import ToolRunner
+
+__all__ = ["approve", "function_tools", "reject"]
+
+
+def function_tools(runner: ToolRunner) -> list[FunctionTool]:
+    """One ``FunctionTool`` per registered tool: its name, description and JSON Schema."""
+    return [_function_tool(runner, spec) for spec in runner.registry]
+
+
+def approve(state: RunState[Any, Any], item: ToolApprovalItem) -> None:
+    """A person approves one interruption; resume the run with ``Runner.run(agent, state)``."""
+    state.approve(item)
+
+
+def reject(state: RunState[Any, Any], item: ToolApprovalItem) -> None:
+    """A person rejects one interruption: nothing runs, and the model reads ``forbidden``."""
+    state.reject(item, rejection_message=forbidden_text())
+
+
+def _function_tool(runner: ToolRunner, spec: ToolSpec) -> FunctionTool:
+    name = spec.name
+    irreversible = spec.effect is Effect.IRREVERSIBLE_WRITE
+
+    async def invoke(ctx: ToolContext[Any], raw: str) -> str:
+        arguments = parse_arguments(raw)
+        call_id = ctx.tool_call_id
+        # Only the SDK's own record of a person's decision settles agentkit's approval: a
+        # call the model makes can never approve itself.
+        if irreversible and ctx.is_tool_approved(name, call_id) is True:
+            return model_text(await run_approved(runner, name, arguments, call_id))
+        return model_text(await runner.acall(name, arguments, call_id=call_id))
+
+    async def needs_approval(ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
+        # With the budget spent, no person is asked (the call answers budget_exhausted).
+        return runner.budget.can_spend(spec.effect)
+
+    return FunctionTool(
+        name=name,
+        description=spec.description,
+        params_json_schema=dict(spec.parameters or {}),
+        on_invoke_tool=invoke,
+        strict_json_schema=False,
+        needs_approval=needs_approval if irreversible else False,
+        timeout_seconds=None,
+    )

@@ -1,0 +1,96 @@
+"""The Pydantic AI face: the registry's tools as a toolset, ``Agent(model, toolsets=[...])``.
+
+    >>> from pydantic_ai import Agent, DeferredToolRequests
+    >>> from agentkit.faces.pydantic_ai import toolset
+    >>> agent = Agent(model, toolsets=[toolset(runner)], output_type=[str, DeferredToolRequests])
+
+Every call goes through ``runner.acall`` with Pydantic AI's ``tool_call_id`` as the runner's
+``call_id``, so agentkit's policy is the only one: the tools have no Pydantic AI ``timeout``
+(whose expiry becomes a retry prompt while the abandoned thread's write still lands) and
+``max_retries=0``; arguments go to the boundary's own schema check unvalidated, and the call
+never raises, so the model reads the result's ``data`` or the JSON text of a failed result as a
+normal tool return, never a retry prompt.
+
+An irreversible write raises :class:`~pydantic_ai.ApprovalRequired`: the run ends with
+``DeferredToolRequests``, a person decides, and the next run gets
+``DeferredToolResults(approvals={tool_call_id: approved() | denied()})``. After an approval the
+tool asks agentkit for its approval of exactly these arguments and settles it, so the write runs
+once; :func:`denied` sends the model agentkit's ``forbidden``. With the budget spent no person
+is asked: the call answers ``budget_exhausted``. Importing this module imports Pydantic AI
+(extra ``agentkit[pydantic-ai]``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic_ai import ApprovalRequired, RunContext, ToolApproved, ToolDenied
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset
+from pydantic_ai.toolsets.abstract import ToolsetTool
+from pydantic_core import SchemaValidator, core_schema
+
+from agentkit.boundary.spec import Effect
+from agentkit.faces.framework import forbidden_text, model_text, run_approved
+from agentkit.policy.runner import ToolRunner
+
+__all__ = ["AgentkitToolset", "approved", "denied", "toolset"]
+
+#: Pydantic AI passes the model's arguments through unchanged: the boundary checks them.
+_ANY = SchemaValidator(core_schema.any_schema())
+
+
+class AgentkitToolset(AbstractToolset[Any]):
+    """One Pydantic AI tool per registered tool, each call through the runner."""
+
+    def __init__(self, runner: ToolRunner, *, id: str | None = None) -> None:
+        self.runner = runner
+        self._id = id
+
+    @property
+    def id(self) -> str | None:
+        return self._id
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        return {
+            spec.name: ToolsetTool(
+                toolset=self,
+                tool_def=ToolDefinition(
+                    name=spec.name,
+                    description=spec.description,
+                    parameters_json_schema=dict(spec.parameters or {}),
+                    timeout=None,  # agentkit's timeout is the only one
+                ),
+                max_retries=0,
+                args_validator=_ANY,
+            )
+            for spec in self.runner.registry
+        }
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> str:
+        spec = self.runner.registry.get(name)
+        if spec is not None and spec.effect is Effect.IRREVERSIBLE_WRITE:
+            # Only the host's DeferredToolResults sets tool_call_approved: the model's own
+            # call can never approve itself.
+            if ctx.tool_call_approved:
+                return model_text(await run_approved(self.runner, name, tool_args, ctx.tool_call_id))
+            if self.runner.budget.can_spend(spec.effect):  # spent: nobody is asked
+                raise ApprovalRequired()
+        return model_text(await self.runner.acall(name, tool_args, call_id=ctx.tool_call_id))
+
+
+def toolset(runner: ToolRunner, *, id: str | None = None) -> AgentkitToolset:
+    """The registry's tools as a Pydantic AI toolset, every call through ``runner``."""
+    return AgentkitToolset(runner, id=id)
+
+
+def approved() -> ToolApproved:
+    """A person's approval, for ``DeferredToolResults(approvals={tool_call_id: approved()})``."""
+    return ToolApproved()
+
+
+def denied() -> ToolDenied:
+    """A person's rejection: nothing runs, and the model reads agentkit's ``forbidden``."""
+    return ToolDenied(forbidden_text())

@@ -1,0 +1,114 @@
+"""agentkit.faces.openai_agents: the registry's tools in the OpenAI Agents SDK, driven by the
+SDK's own ScriptedModel through the failure cases, counting the handler's real calls."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import Agent, RunConfig, Runner
+from agents.testing import ScriptedModel, assistant_message, function_call
+
+from agentkit.faces import openai_agents as face
+from agentkit.faces.framework_cases import CASES, Bench
+from agentkit.faces.framework_runs import run_case
+
+#: case -> (real calls alone, real calls through agentkit, how the run ended alone)
+EXPECTED = {
+    "repeated write": (2, 1, ""),
+    "write commits, then times out": (2, 1, ""),
+    "transient read": (2, 2, ""),
+    "approval approved (2 payments)": (2, 2, ""),
+    "approval rejected": (0, 0, ""),
+    "budget spent": (1, 0, ""),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_real_calls_alone_and_through_agentkit(case):
+    alone = asyncio.run(run_case("openai-agents", case, agentkit=False))
+    kit = asyncio.run(run_case("openai-agents", case, agentkit=True))
+    assert (alone.calls, kit.calls, alone.aborted) == EXPECTED[case.name]
+    assert kit.aborted == ""  # through agentkit the run always goes on
+    assert not any("try again" in text.lower() for text in kit.seen)
+
+
+def test_what_the_model_reads():
+    by_name = {c.name: c for c in CASES}
+    timed_out = asyncio.run(run_case("openai-agents", by_name["write commits, then times out"],
+                                     agentkit=True))
+    assert timed_out.seen == ["note-1"]  # the status lookup found the receipt
+    alone = asyncio.run(run_case("openai-agents", by_name["transient read"], agentkit=False))
+    assert "Please try again" in alone.seen[0]
+    rejected = asyncio.run(run_case("openai-agents", by_name["approval rejected"], agentkit=True))
+    assert json.loads(rejected.seen[0])["error"] == "forbidden"
+    spent = asyncio.run(run_case("openai-agents", by_name["budget spent"], agentkit=True))
+    assert json.loads(spent.seen[0])["error"] == "budget_exhausted"
+
+
+def _bench(name: str) -> Bench:
+    return Bench(next(c for c in CASES if c.name == name))
+
+
+def test_tools_carry_the_registry_names_descriptions_and_schemas():
+    bench = _bench("approval rejected")
+    [tool] = face.function_tools(bench.runner)
+    [described] = bench.registry.describe("openai")
+    assert tool.name == described["function"]["name"] == "send_payment"
+    assert tool.description == described["function"]["description"]
+    assert tool.params_json_schema == described["function"]["parameters"]
+    assert tool.timeout_seconds is None and tool.strict_json_schema is False
+
+
+def _run(bench: Bench, steps: list) -> object:
+    model = ScriptedModel(steps)
+    agent = Agent(name="t", model=model, tools=face.function_tools(bench.runner))
+    return asyncio.run(Runner.run(agent, "go", run_config=RunConfig(tracing_disabled=True)))
+
+
+def test_the_sdk_tool_call_id_names_the_call_in_the_trace():
+    bench = _bench("repeated write")
+    _run(bench, [[function_call("save_note", {"text": "x"}, call_id="sdk-call-7")],
+                 [assistant_message("done")]])
+    assert {r.call_id for r in bench.runner.trace.records} == {"sdk-call-7"}
+    bench.close()
+
+
+def test_bad_arguments_are_a_tool_result_not_a_crash():
+    bench = _bench("repeated write")
+    result = _run(bench, [[function_call("save_note", "{not json", call_id="c1")],
+                          [assistant_message("done")]])
+    outputs = [i.output for i in result.new_items if getattr(i, "type", "") == "tool_call_output_item"]
+    assert json.loads(outputs[0])["error"] == "invalid_arguments"
+    assert bench.calls == 0
+    bench.close()
+
+
+def test_an_irreversible_write_with_the_budget_spent_asks_nobody():
+    bench = _bench("approval rejected")
+    bench.runner.budget.max_attempts = 0
+    result = _run(bench, [[function_call("send_payment", {"to": "ada", "cents": 1}, call_id="c1")],
+                          [assistant_message("done")]])
+    assert result.interruptions == []
+    outputs = [i.output for i in result.new_items if getattr(i, "type", "") == "tool_call_output_item"]
+    assert json.loads(outputs[0])["error"] == "budget_exhausted"
+    assert bench.calls == 0
+    bench.close()
+
+
+def test_the_model_cannot_approve_by_calling_the_tool_itself():
+    """on_invoke_tool without the SDK's record of a person's approval runs nothing."""
+    from agents.tool_context import ToolContext
+
+    bench = _bench("approval rejected")
+    [tool] = face.function_tools(bench.runner)
+    context = ToolContext(context=None, tool_name="send_payment", tool_call_id="c1",
+                          tool_arguments='{"to": "ada", "cents": 1}')
+    output = asyncio.run(tool.on_invoke_tool(context, '{"to": "ada", "cents": 1}'))
+    assert json.loads(output)["error"] == "approval_required"
+    assert bench.calls == 0
+    bench.close()

@@ -1,0 +1,102 @@
+"""agentkit.faces.pydantic_ai: the registry as a Pydantic AI toolset, driven by Pydantic AI's
+own FunctionModel through the failure cases, counting the handler's real calls."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+pytest.importorskip("pydantic_ai")
+pytest.importorskip("agents")  # framework_runs drives all three frameworks
+pytest.importorskip("langgraph")
+
+from pydantic_ai import Agent, ApprovalRequired, DeferredToolRequests, RunContext
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import RunUsage
+
+from agentkit.faces import pydantic_ai as face
+from agentkit.faces.framework_cases import CASES, Bench
+from agentkit.faces.framework_runs import run_case
+
+#: case -> (real calls alone, real calls through agentkit, how the run ended alone)
+EXPECTED = {
+    "repeated write": (2, 1, ""),
+    # The timeout becomes a retry prompt, the abandoned thread's write lands, the retry writes
+    # again, and the second timeout exhausts the tool's retries: the run fails.
+    "write commits, then times out": (2, 1, "UnexpectedModelBehavior"),
+    # A plain exception from a tool ends the run (only ModelRetry asks the model again).
+    "transient read": (1, 2, "ConnectionError"),
+    "approval approved (2 payments)": (2, 2, ""),
+    "approval rejected": (0, 0, ""),
+    "budget spent": (1, 0, ""),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_real_calls_alone_and_through_agentkit(case):
+    alone = asyncio.run(run_case("pydantic-ai", case, agentkit=False))
+    kit = asyncio.run(run_case("pydantic-ai", case, agentkit=True))
+    assert (alone.calls, kit.calls, alone.aborted) == EXPECTED[case.name]
+    assert kit.aborted == ""
+    assert not any("try again" in text.lower() for text in kit.seen)
+
+
+def test_what_the_model_reads():
+    by_name = {c.name: c for c in CASES}
+    timed_out = asyncio.run(run_case("pydantic-ai", by_name["write commits, then times out"],
+                                     agentkit=True))
+    assert timed_out.seen == ["note-1"]
+    rejected = asyncio.run(run_case("pydantic-ai", by_name["approval rejected"], agentkit=True))
+    assert json.loads(rejected.seen[0])["error"] == "forbidden"
+
+
+def _bench(name: str) -> Bench:
+    return Bench(next(c for c in CASES if c.name == name))
+
+
+def _context(**kwargs):
+    return RunContext(deps=None, model=TestModel(), usage=RunUsage(), **kwargs)
+
+
+def test_tools_carry_the_registry_names_descriptions_and_schemas():
+    bench = _bench("approval rejected")
+    tools = asyncio.run(face.toolset(bench.runner).get_tools(_context()))
+    [described] = bench.registry.describe("openai")
+    definition = tools["send_payment"].tool_def
+    assert definition.description == described["function"]["description"]
+    assert definition.parameters_json_schema == described["function"]["parameters"]
+    assert tools["send_payment"].max_retries == 0
+
+
+def test_the_model_cannot_approve_by_calling_the_tool_itself():
+    bench = _bench("approval rejected")
+    toolset = face.toolset(bench.runner)
+    tools = asyncio.run(toolset.get_tools(_context()))
+    with pytest.raises(ApprovalRequired):
+        asyncio.run(toolset.call_tool("send_payment", {"to": "ada", "cents": 1},
+                                      _context(tool_call_id="c1"), tools["send_payment"]))
+    assert bench.calls == 0
+
+
+def test_an_approved_call_runs_once_and_again_replays():
+    bench = _bench("approval rejected")
+    toolset = face.toolset(bench.runner)
+    tools = asyncio.run(toolset.get_tools(_context()))
+    context = _context(tool_call_id="c1", tool_call_approved=True)
+    args = {"to": "ada", "cents": 1}
+    first = asyncio.run(toolset.call_tool("send_payment", args, context, tools["send_payment"]))
+    again = asyncio.run(toolset.call_tool("send_payment", args, context, tools["send_payment"]))
+    assert first == again == "payment-1"
+    assert bench.calls == 1
+
+
+def test_the_sdk_tool_call_id_names_the_call_and_test_model_runs_it():
+    bench = _bench("repeated write")
+    agent = Agent(TestModel(call_tools=["save_note"]), toolsets=[face.toolset(bench.runner)],
+                  output_type=[str, DeferredToolRequests])
+    asyncio.run(agent.run("go"))
+    assert bench.calls == 1
+    ids = {r.call_id for r in bench.runner.trace.records}
+    assert len(ids) == 1 and ids != {""}
