@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -83,20 +82,25 @@ async def run_case(framework: str, case: Case, *, agentkit: bool) -> Outcome:
     return Outcome(bench.calls, turns.seen)
 
 
-def table(cases: Sequence[Case] = CASES) -> pd.DataFrame:
-    """Real handler calls per case (rows) and framework, without and with agentkit (columns)."""
+async def table(cases: Sequence[Case] = CASES) -> pd.DataFrame:
+    """Real handler calls per case (rows) and framework, without and with agentkit (columns):
+    ``await table()`` in a notebook, ``asyncio.run(table())`` in a script."""
     import pandas as pd
 
+    columns = [(framework, way) for framework in FRAMEWORKS for way in ("alone", "+ agentkit")]
     rows = []
     for case in cases:
-        row: dict[str, Any] = {"case": case.name}
+        row: dict[tuple[str, str], int] = {}
         for framework in FRAMEWORKS:
             for agentkit in (False, True):
-                outcome = asyncio.run(run_case(framework, case, agentkit=agentkit))
-                label = f"{framework} {'+ agentkit' if agentkit else 'alone'}"
-                row[label] = outcome.calls
+                outcome = await run_case(framework, case, agentkit=agentkit)
+                row[(framework, "+ agentkit" if agentkit else "alone")] = outcome.calls
         rows.append(row)
-    frame: pd.DataFrame = pd.DataFrame(rows).set_index("case")
+    frame: pd.DataFrame = pd.DataFrame(
+        [[row[column] for column in columns] for row in rows],
+        index=pd.Index([case.name for case in cases], name="case"),
+        columns=pd.MultiIndex.from_tuples(columns, names=["framework", "real calls"]),
+    )
     return frame
 
 
@@ -256,5 +260,3 @@ async def _langgraph(bench: Bench, turns: ScriptedTurns, agentkit: bool) -> None
         answer: Any = resume if len(pending) == 1 else {item.id: resume for item in pending}
         result = await app.ainvoke(Command(resume=answer), config)
 
-
-logging.getLogger("agentkit").addHandler(logging.NullHandler())
