@@ -113,3 +113,13 @@ def test_the_tool_call_id_names_the_call_in_the_trace():
     app.invoke({"messages": [("user", "go")]}, {"configurable": {"thread_id": "t"}})
     assert {r.call_id for r in bench.runner.trace.records} == {"lg-call-3"}
     assert bench.calls == 1
+
+
+def test_bad_arguments_are_a_tool_message_not_an_exception():
+    bench = _bench("repeated write")
+    app = _graph(bench, [{"name": "save_note", "args": {"text": 5}, "id": "c1"},
+                         {"name": "no_such_tool", "args": {}, "id": "c2"}])
+    done = app.invoke({"messages": [("user", "go")]}, {"configurable": {"thread_id": "t"}})
+    errors = [json.loads(m.content)["error"] for m in done["messages"] if m.type == "tool"]
+    assert errors == ["invalid_arguments", "unknown_tool"]
+    assert bench.calls == 0

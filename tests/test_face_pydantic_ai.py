@@ -100,3 +100,28 @@ def test_the_sdk_tool_call_id_names_the_call_and_test_model_runs_it():
     assert bench.calls == 1
     ids = {r.call_id for r in bench.runner.trace.records}
     assert len(ids) == 1 and ids != {""}
+
+
+def test_bad_arguments_are_a_tool_result_not_a_retry_prompt_or_a_crash():
+    """Pydantic AI validates nothing here: JSON that does not parse, or that breaks the schema,
+    reaches the boundary and comes back as invalid_arguments, and the run goes on."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import FunctionModel
+
+    bench = _bench("repeated write")
+    script = iter([
+        [ToolCallPart("save_note", "{not json", tool_call_id="c1")],
+        [ToolCallPart("save_note", {"text": 5}, tool_call_id="c2")],
+    ])
+    seen = []
+
+    def respond(messages, info):
+        seen[:] = [p.content for m in messages if isinstance(m, ModelRequest) for p in m.parts
+                   if isinstance(p, ToolReturnPart)]
+        return ModelResponse(parts=next(script, [TextPart("done")]))
+
+    agent = Agent(FunctionModel(respond), toolsets=[face.toolset(bench.runner)],
+                  output_type=[str, DeferredToolRequests])
+    assert asyncio.run(agent.run("go")).output == "done"
+    assert [json.loads(text)["error"] for text in seen] == ["invalid_arguments"] * 2
+    assert bench.calls == 0

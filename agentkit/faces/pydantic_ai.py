@@ -22,22 +22,40 @@ is asked: the call answers ``budget_exhausted``. Importing this module imports P
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic_ai import ApprovalRequired, RunContext, ToolApproved, ToolDenied
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
-from pydantic_core import SchemaValidator, core_schema
 
 from agentkit.boundary.spec import Effect
-from agentkit.faces.framework import forbidden_text, model_text, run_approved
+from agentkit.faces.framework import forbidden_text, model_text, parse_arguments, run_approved
 from agentkit.policy.runner import ToolRunner
 
 __all__ = ["AgentkitToolset", "approved", "denied", "toolset"]
 
-#: Pydantic AI passes the model's arguments through unchanged: the boundary checks them.
-_ANY = SchemaValidator(core_schema.any_schema())
+#: The key under which arguments that are not a JSON object travel to ``call_tool``.
+_RAW = "\x00agentkit raw arguments"
+
+
+class _Unchecked:
+    """The tools' argument "validator": it passes the model's arguments on as they are, so the
+    boundary checks them and answers ``invalid_arguments`` as a tool result. (A failed Pydantic
+    validation would be a retry prompt, and with ``max_retries=0`` the end of the run.)"""
+
+    def validate_json(self, input: str | bytes | bytearray, *,
+                      allow_partial: bool | Literal["off", "on", "trailing-strings"] = False,
+                      **kwargs: Any) -> Any:
+        return self.validate_python(parse_arguments(input))
+
+    def validate_python(self, input: Any, *,
+                        allow_partial: bool | Literal["off", "on", "trailing-strings"] = False,
+                        **kwargs: Any) -> Any:
+        return input if isinstance(input, dict) else {_RAW: input}
+
+
+_UNCHECKED = _Unchecked()
 
 
 class AgentkitToolset(AbstractToolset[Any]):
@@ -62,7 +80,7 @@ class AgentkitToolset(AbstractToolset[Any]):
                     timeout=None,  # agentkit's timeout is the only one
                 ),
                 max_retries=0,
-                args_validator=_ANY,
+                args_validator=_UNCHECKED,
             )
             for spec in self.runner.registry
         }
@@ -70,15 +88,16 @@ class AgentkitToolset(AbstractToolset[Any]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> str:
+        arguments: Any = tool_args[_RAW] if set(tool_args) == {_RAW} else tool_args
         spec = self.runner.registry.get(name)
         if spec is not None and spec.effect is Effect.IRREVERSIBLE_WRITE:
             # Only the host's DeferredToolResults sets tool_call_approved: the model's own
             # call can never approve itself.
             if ctx.tool_call_approved:
-                return model_text(await run_approved(self.runner, name, tool_args, ctx.tool_call_id))
+                return model_text(await run_approved(self.runner, name, arguments, ctx.tool_call_id))
             if self.runner.budget.can_spend(spec.effect):  # spent: nobody is asked
                 raise ApprovalRequired()
-        return model_text(await self.runner.acall(name, tool_args, call_id=ctx.tool_call_id))
+        return model_text(await self.runner.acall(name, arguments, call_id=ctx.tool_call_id))
 
 
 def toolset(runner: ToolRunner, *, id: str | None = None) -> AgentkitToolset:
