@@ -105,7 +105,13 @@ def test_the_sdk_tool_call_id_names_the_call_and_test_model_runs_it():
 def test_bad_arguments_are_a_tool_result_not_a_retry_prompt_or_a_crash():
     """Pydantic AI validates nothing here: JSON that does not parse, or that breaks the schema,
     reaches the boundary and comes back as invalid_arguments, and the run goes on."""
-    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.messages import (
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
     from pydantic_ai.models.function import FunctionModel
 
     bench = _bench("repeated write")
