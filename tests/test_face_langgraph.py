@@ -10,8 +10,6 @@ import json
 import pytest
 
 pytest.importorskip("langgraph")
-pytest.importorskip("agents")  # framework_runs drives all three frameworks
-pytest.importorskip("pydantic_ai")
 
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -46,7 +44,7 @@ def test_real_calls_alone_and_through_agentkit(case):
 def test_two_approved_payments_each_land_once_and_the_model_reads_their_receipts():
     case = next(c for c in CASES if c.name.startswith("approval approved"))
     kit = asyncio.run(run_case("langgraph", case, agentkit=True))
-    assert sorted(kit.seen) == ["payment-1", "payment-2"]
+    assert sorted(kit.seen) == ["paid 500 cents to ada", "paid 700 cents to bob"]
 
 
 def _bench(name: str) -> Bench:
@@ -84,7 +82,7 @@ def test_sync_path_approve_runs_once_reject_runs_nothing():
         if error:
             assert json.loads(message.content)["error"] == error and message.status == "error"
         else:
-            assert message.content == "payment-1"
+            assert message.content == "paid 1 cents to ada"
         bench.close()
 
 
@@ -123,3 +121,27 @@ def test_bad_arguments_are_a_tool_message_not_an_exception():
     errors = [json.loads(m.content)["error"] for m in done["messages"] if m.type == "tool"]
     assert errors == ["invalid_arguments", "unknown_tool"]
     assert bench.calls == 0
+
+
+def test_sync_path_two_approved_payments_in_one_node_each_run_once():
+    """The node pauses twice and LangGraph re-runs it from its top after each resume: the
+    first payment's approval is settled by then, so the re-run replays its receipt."""
+    bench = _bench("approval approved (2 payments)")
+    app = _graph(bench, [
+        {"name": "send_payment", "args": {"to": "ada", "cents": 500}, "id": "call_ada"},
+        {"name": "send_payment", "args": {"to": "bob", "cents": 700}, "id": "call_bob"},
+    ])
+    config = {"configurable": {"thread_id": "t"}}
+    result = app.invoke({"messages": [("user", "go")]}, config)
+    pauses = 0
+    while result.get("__interrupt__"):
+        pauses += 1
+        result = app.invoke(Command(resume=True), config)
+    assert pauses == 2
+    assert bench.calls == 2
+    assert sorted(bench.ledger, key=lambda p: p["to"]) == [{"to": "ada", "cents": 500},
+                                                           {"to": "bob", "cents": 700}]
+    receipts = {m.tool_call_id: m.content for m in result["messages"] if m.type == "tool"}
+    assert receipts == {"call_ada": "paid 500 cents to ada", "call_bob": "paid 700 cents to bob"}
+    replays = [r for r in bench.runner.trace.records if r.step == "replay"]
+    assert len(replays) == 1  # ada's payment, asked again by the re-run node

@@ -8,8 +8,8 @@ framework's own, with the timeout, retry and approval settings its documentation
 agentkit it is the face over a :class:`~agentkit.ToolRunner`. A person's decision is the
 case's ``decision``. :func:`table` counts the handler's real calls per case and framework.
 
-Importing this module imports all three frameworks (extras ``openai-agents``,
-``pydantic-ai``, ``langgraph``).
+Each framework is imported only when a case runs through it (extras ``openai-agents``,
+``pydantic-ai``, ``langgraph``), so one framework's tests need only that framework.
 """
 
 from __future__ import annotations
@@ -20,38 +20,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agents import Agent, RunConfig, Runner, function_tool
-from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.tools import BaseTool, StructuredTool
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
-from langgraph.types import Command, interrupt
-from pydantic_ai import Agent as PydanticAgent
-from pydantic_ai import DeferredToolRequests, DeferredToolResults, Tool
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    RetryPromptPart,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
-
-from agentkit.faces import langgraph as lg_face
-from agentkit.faces import openai_agents as oa_face
-from agentkit.faces import pydantic_ai as pa_face
 from agentkit.faces.framework_cases import CASES, TIMEOUT_SECONDS, Bench, Case, ScriptedTurns
 
 if TYPE_CHECKING:
     import pandas as pd
+    from agents.testing import ModelCall
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.tools import BaseTool
+    from pydantic_ai.messages import ModelMessage, ModelResponse
+    from pydantic_ai.models.function import AgentInfo
 
-__all__ = ["FRAMEWORKS", "Outcome", "run_case", "table"]
+__all__ = ["FRAMEWORKS", "Outcome", "run_case", "scripted_chat_model", "table"]
 
 FRAMEWORKS = ("openai-agents", "pydantic-ai", "langgraph")
 _MAX_MODEL_CALLS = 8
@@ -118,6 +97,11 @@ def _openai_outputs(items: Any) -> list[str]:
 
 
 async def _openai_agents(bench: Bench, turns: ScriptedTurns, agentkit: bool) -> None:
+    from agents import Agent, RunConfig, Runner, function_tool
+    from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+
+    from agentkit.faces import openai_agents as oa_face
+
     def respond(call: ModelCall) -> list[Any]:
         calls = turns.next(_openai_outputs(call.input))
         if not calls:
@@ -154,6 +138,8 @@ async def _openai_agents(bench: Bench, turns: ScriptedTurns, agentkit: bool) -> 
 
 
 def _pydantic_outputs(messages: list[ModelMessage]) -> list[str]:
+    from pydantic_ai.messages import ModelRequest, RetryPromptPart, ToolReturnPart
+
     outputs = []
     for message in messages:
         if isinstance(message, ModelRequest):
@@ -166,6 +152,13 @@ def _pydantic_outputs(messages: list[ModelMessage]) -> list[str]:
 
 
 async def _pydantic_ai(bench: Bench, turns: ScriptedTurns, agentkit: bool) -> None:
+    from pydantic_ai import Agent as PydanticAgent
+    from pydantic_ai import DeferredToolRequests, DeferredToolResults, Tool
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from agentkit.faces import pydantic_ai as pa_face
+
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         calls = turns.next(_pydantic_outputs(messages))
         if not calls:
@@ -201,25 +194,34 @@ async def _pydantic_ai(bench: Bench, turns: ScriptedTurns, agentkit: bool) -> No
 # ---------------------------------------------------------------- LangGraph
 
 
-class ScriptedChatModel(GenericFakeChatModel):
-    """LangChain's fake chat model, answering from :class:`ScriptedTurns` (and bindable)."""
+def scripted_chat_model(turns: ScriptedTurns) -> GenericFakeChatModel:
+    """LangChain's ``GenericFakeChatModel``, answering from ``turns`` (and bindable to tools,
+    which the stock fake model is not)."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
 
-    turns: Any = None
+    class ScriptedChatModel(GenericFakeChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:
+            return self
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:
-        return self
+        def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                      run_manager: Any = None, **kwargs: Any) -> ChatResult:
+            outputs = [str(m.content) for m in messages if isinstance(m, ToolMessage)]
+            calls = turns.next(outputs)
+            message = AIMessage("", tool_calls=[
+                {"name": tool, "args": arguments, "id": call_id}
+                for call_id, tool, arguments in calls
+            ]) if calls else AIMessage("done")
+            return ChatResult(generations=[ChatGeneration(message=message)])
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                  run_manager: Any = None, **kwargs: Any) -> ChatResult:
-        outputs = [str(m.content) for m in messages if isinstance(m, ToolMessage)]
-        calls = self.turns.next(outputs)
-        message = AIMessage("", tool_calls=[
-            {"name": tool, "args": arguments, "id": call_id} for call_id, tool, arguments in calls
-        ]) if calls else AIMessage("done")
-        return ChatResult(generations=[ChatGeneration(message=message)])
+    return ScriptedChatModel(messages=iter(()))
 
 
 def _plain_langgraph_tool(bench: Bench) -> BaseTool:
+    from langchain_core.tools import StructuredTool
+    from langgraph.types import interrupt
+
     if bench.case.tool == "save_note":
         async def save_note(text: str) -> str:
             """Save a note with ``text``; returns the note's id."""
@@ -237,7 +239,15 @@ def _plain_langgraph_tool(bench: Bench) -> BaseTool:
 
 
 async def _langgraph(bench: Bench, turns: ScriptedTurns, agentkit: bool) -> None:
-    llm = ScriptedChatModel(messages=iter(()), turns=turns)
+    from langchain_core.messages import BaseMessage, HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+    from langgraph.types import Command
+
+    from agentkit.faces import langgraph as lg_face
+
+    llm = scripted_chat_model(turns)
 
     async def model(state: MessagesState) -> dict[str, list[BaseMessage]]:
         return {"messages": [await llm.ainvoke(state["messages"])]}
