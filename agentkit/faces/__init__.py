@@ -7,7 +7,11 @@
   results, captured log lines);
 - :mod:`~agentkit.faces.exercises`: the exercises with ``check()``, ``hint()`` and
   ``solution()``;
-- :mod:`~agentkit.faces.cli`: ``python -m agentkit``.
+- :mod:`~agentkit.faces.cli`: ``python -m agentkit``;
+- the framework faces (``docs/design.md#framework-faces``), each imported by name and each
+  needing its framework: :mod:`~agentkit.faces.openai_agents`,
+  :mod:`~agentkit.faces.pydantic_ai`, :mod:`~agentkit.faces.langgraph`; notebook 08 runs
+  :mod:`~agentkit.faces.framework_cases` through them (:mod:`~agentkit.faces.framework_runs`).
 
 Names load on first use, so ``python -m agentkit`` needs neither ipywidgets nor matplotlib.
 """
