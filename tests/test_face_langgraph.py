@@ -145,3 +145,34 @@ def test_sync_path_two_approved_payments_in_one_node_each_run_once():
     assert receipts == {"call_ada": "paid 500 cents to ada", "call_bob": "paid 700 cents to bob"}
     replays = [r for r in bench.runner.trace.records if r.step == "replay"]
     assert len(replays) == 1  # ada's payment, asked again by the re-run node
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_each_answer_goes_to_the_call_it_was_shown_for(mode):
+    """Ada approved, Bob rejected, in one node: only Ada is paid, on both paths. (LangGraph
+    matches resume values to interrupt() calls by their order in the node.)"""
+    bench = _bench("approval approved (2 payments)")
+    app = _graph(bench, [
+        {"name": "send_payment", "args": {"to": "ada", "cents": 500}, "id": "call_ada"},
+        {"name": "send_payment", "args": {"to": "bob", "cents": 700}, "id": "call_bob"},
+    ])
+    config = {"configurable": {"thread_id": "t"}}
+
+    async def drive():
+        invoke = app.invoke if mode == "sync" else None
+        start = {"messages": [("user", "go")]}
+        result = invoke(start, config) if invoke else await app.ainvoke(start, config)
+        shown = []
+        while result.get("__interrupt__"):
+            [pending] = result["__interrupt__"]
+            shown.append(pending.value["tool_call_id"])
+            answer = Command(resume=pending.value["arguments"]["to"] == "ada")
+            result = invoke(answer, config) if invoke else await app.ainvoke(answer, config)
+        return shown, result
+
+    shown, result = asyncio.run(drive())
+    assert shown == ["call_ada", "call_bob"]
+    assert bench.ledger == [{"to": "ada", "cents": 500}]
+    contents = {m.tool_call_id: m.content for m in result["messages"] if m.type == "tool"}
+    assert contents["call_ada"] == "paid 500 cents to ada"
+    assert json.loads(contents["call_bob"])["error"] == "forbidden"

@@ -30,6 +30,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig, ensure_config
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
@@ -69,8 +70,25 @@ def tool_node(runner: ToolRunner, *, name: str = "tools") -> ToolNode:
             return _message(settled, tool, call_id)
         return _message(await runner.acall(tool, call["args"], call_id=call_id), tool, call_id)
 
-    return ToolNode(tools(runner), name=name, handle_tool_errors=False,
-                    wrap_tool_call=wrap, awrap_tool_call=awrap)
+    return _InModelOrder(tools(runner), name=name, handle_tool_errors=False,
+                         wrap_tool_call=wrap, awrap_tool_call=awrap)
+
+
+class _InModelOrder(ToolNode):
+    """A ``ToolNode`` whose sync path runs its tool calls one after another, in the model's order.
+
+    LangGraph gives a resumed node its resume values by the *order* of its ``interrupt()``
+    calls. The stock sync path runs a node's tool calls on parallel threads, so two
+    irreversible calls could reach ``interrupt()`` in either order and one could receive the
+    answer a person gave for the other. In order, each answer goes to the call it was shown
+    for. (The async path already starts its calls in order, and each reaches ``interrupt()``
+    before it awaits anything.)
+    """
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        config = ensure_config(config)
+        config["max_concurrency"] = 1
+        return super().invoke(input, config, **kwargs)
 
 
 def tools(runner: ToolRunner) -> list[BaseTool]:
