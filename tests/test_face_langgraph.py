@@ -143,8 +143,8 @@ def test_sync_path_two_approved_payments_in_one_node_each_run_once():
                                                            {"to": "bob", "cents": 700}]
     receipts = {m.tool_call_id: m.content for m in result["messages"] if m.type == "tool"}
     assert receipts == {"call_ada": "paid 500 cents to ada", "call_bob": "paid 700 cents to bob"}
-    replays = [r for r in bench.runner.trace.records if r.step == "replay"]
-    assert len(replays) == 1  # ada's payment, asked again by the re-run node
+    attempts = [r.tool for r in bench.runner.trace.records if r.step == "attempt"]
+    assert attempts == ["send_payment", "send_payment"]  # the re-run joined ada's settlement
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -176,3 +176,25 @@ def test_each_answer_goes_to_the_call_it_was_shown_for(mode):
     contents = {m.tool_call_id: m.content for m in result["messages"] if m.type == "tool"}
     assert contents["call_ada"] == "paid 500 cents to ada"
     assert json.loads(contents["call_bob"])["error"] == "forbidden"
+
+
+def test_a_re_run_node_keeps_a_settled_result_after_the_budget_is_spent():
+    """Ada is paid while Bob still waits; by the time Bob is answered the budget is spent.
+    The re-run node still reads Ada's receipt (not budget_exhausted for a write that ran),
+    and Bob, not asked again, is refused without running."""
+    bench = _bench("approval approved (2 payments)")
+    app = _graph(bench, [
+        {"name": "send_payment", "args": {"to": "ada", "cents": 500}, "id": "call_ada"},
+        {"name": "send_payment", "args": {"to": "bob", "cents": 700}, "id": "call_bob"},
+    ])
+    config = {"configurable": {"thread_id": "t"}}
+    app.invoke({"messages": [("user", "go")]}, config)         # pauses for Ada
+    waiting = app.invoke(Command(resume=True), config)          # Ada paid; pauses for Bob
+    [pending] = waiting["__interrupt__"]
+    assert pending.value["tool_call_id"] == "call_bob" and bench.calls == 1
+    bench.runner.budget.max_attempts = bench.runner.budget.used  # nothing left
+    done = app.invoke(Command(resume=True), config)
+    contents = {m.tool_call_id: m.content for m in done["messages"] if m.type == "tool"}
+    assert contents["call_ada"] == "paid 500 cents to ada"
+    assert json.loads(contents["call_bob"])["error"] == "budget_exhausted"
+    assert bench.calls == 1

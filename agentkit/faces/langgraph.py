@@ -15,8 +15,9 @@ the graph stops with the pending call (tool, arguments, tool_call_id), a person 
 ``graph.invoke(Command(resume=True | False), config)`` resumes it. ``True`` (exactly) asks
 agentkit for its approval of exactly these arguments and settles it; anything else sends the
 model agentkit's ``forbidden`` and runs nothing. LangGraph re-runs the whole node from its top
-on resume: the approved write then finds its settled approval and replays its result, so it
-runs once however often the node re-runs (a read in the same node may run again). With the
+on resume: the node remembers the approved calls it settled, so an approved write runs once
+however often the node re-runs, and the model reads its own result (a read in the same node
+may run again). With the
 budget spent no person is asked: the call answers ``budget_exhausted``. Importing this module
 imports LangGraph (extra ``agentkit[langgraph]``).
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any
@@ -36,6 +38,7 @@ from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, interrupt
 
+from agentkit.boundary.canonical import canonical_json
 from agentkit.boundary.spec import Effect, ToolSpec
 from agentkit.faces.framework import FORBIDDEN, call_approved, model_text
 from agentkit.policy.runner import ToolRunner
@@ -45,16 +48,18 @@ __all__ = ["tool_node", "tools"]
 
 def tool_node(runner: ToolRunner, *, name: str = "tools") -> ToolNode:
     """A ``ToolNode`` whose every call goes through ``runner``."""
-    settling = _Settling(runner)
+    approved = _Approved(runner)
 
     def wrap(request: ToolCallRequest,
              execute: Callable[[ToolCallRequest], ToolMessage | Command[Any]]) -> ToolMessage:
         call = request.tool_call
         tool, call_id = call["name"], call.get("id")
-        if _asks_a_person(runner, tool):
-            if _decision(tool, call) is not True:
-                return _message(FORBIDDEN, tool, call_id)
-            return _message(settling.run(tool, call["args"], call_id).result(), tool, call_id)
+        if _irreversible(runner, tool):
+            key = _key(request)
+            if approved.get(key) is not None or runner.budget.can_spend(Effect.IRREVERSIBLE_WRITE):
+                if _decision(tool, call) is not True:
+                    return _message(FORBIDDEN, tool, call_id)
+                return _message(approved.run(key, tool, call["args"], call_id).result(), tool, call_id)
         return _message(runner.call(tool, call["args"], call_id=call_id), tool, call_id)
 
     async def awrap(
@@ -63,11 +68,13 @@ def tool_node(runner: ToolRunner, *, name: str = "tools") -> ToolNode:
     ) -> ToolMessage:
         call = request.tool_call
         tool, call_id = call["name"], call.get("id")
-        if _asks_a_person(runner, tool):
-            if _decision(tool, call) is not True:
-                return _message(FORBIDDEN, tool, call_id)
-            settled = await asyncio.wrap_future(settling.run(tool, call["args"], call_id))
-            return _message(settled, tool, call_id)
+        if _irreversible(runner, tool):
+            key = _key(request)
+            if approved.get(key) is not None or runner.budget.can_spend(Effect.IRREVERSIBLE_WRITE):
+                if _decision(tool, call) is not True:  # before any await: calls keep their order
+                    return _message(FORBIDDEN, tool, call_id)
+                settled = await asyncio.wrap_future(approved.run(key, tool, call["args"], call_id))
+                return _message(settled, tool, call_id)
         return _message(await runner.acall(tool, call["args"], call_id=call_id), tool, call_id)
 
     return _InModelOrder(tools(runner), name=name, handle_tool_errors=False,
@@ -113,52 +120,78 @@ def _tool(runner: ToolRunner, spec: ToolSpec) -> BaseTool:
     )
 
 
-def _asks_a_person(runner: ToolRunner, tool: Any) -> bool:
+def _irreversible(runner: ToolRunner, tool: Any) -> bool:
     spec = runner.registry.get(tool) if isinstance(tool, str) else None
-    # With the budget spent nobody is asked: the runner answers budget_exhausted.
-    return (spec is not None and spec.effect is Effect.IRREVERSIBLE_WRITE
-            and runner.budget.can_spend(spec.effect))
+    return spec is not None and spec.effect is Effect.IRREVERSIBLE_WRITE
 
 
-class _Settling:
-    """The approved writes being settled now, by tool-call id.
+def _key(request: ToolCallRequest) -> tuple[str, ...]:
+    """One tool call of one conversation: the graph's thread and namespace, the model's
+    tool-call id, the tool and its arguments (canonical JSON)."""
+    call = request.tool_call
+    configurable = (request.runtime.config or {}).get("configurable", {}) if request.runtime else {}
+    try:
+        arguments = canonical_json(call["args"])
+    except (TypeError, ValueError):
+        arguments = repr(call["args"])
+    return (str(configurable.get("thread_id", "")), str(configurable.get("checkpoint_ns", "")),
+            str(call.get("id") or ""), str(call["name"]), arguments)
 
-    When one approved call of a node is running and another call of the same node stops the
-    node with ``interrupt()``, LangGraph abandons the node and re-runs it on the next resume,
-    possibly while the first write is still settling (its approval ``in_progress``). The
-    re-run then joins that settling instead of asking again, so the model reads the write's
-    own result. Each settling runs on its own thread, which an abandoned node cannot cancel.
+
+class _Approved:
+    """The approved calls this node settled (or is settling), by conversation and tool call.
+
+    A re-run node asks for each approved call again, and gets:
+
+    - the run still under way, when another call of the same node stopped the node with
+      ``interrupt()`` while this write was settling (the re-run joins it instead of reading
+      ``in_progress``). Each settling runs on its own thread, which an abandoned node cannot
+      cancel;
+    - the settled result, even when the budget is spent by now: a known call asks
+      ``interrupt()`` again (which returns the stored answer, so later calls keep their
+      answers' order) instead of being refused ``budget_exhausted`` for a write that ran.
+
+    The most recent :data:`KEEP` settled calls are kept; an older one falls back to the
+    runner, which replays a settled approval while budget remains.
     """
+
+    KEEP = 1024
 
     def __init__(self, runner: ToolRunner) -> None:
         self.runner = runner
         self._lock = threading.Lock()
-        self._running: dict[str, Future[dict[str, Any]]] = {}
+        self._calls: OrderedDict[tuple[str, ...], Future[dict[str, Any]]] = OrderedDict()
 
-    def run(self, tool: str, arguments: Any, call_id: str | None) -> Future[dict[str, Any]]:
-        key = call_id or ""
+    def get(self, key: tuple[str, ...]) -> Future[dict[str, Any]] | None:
         with self._lock:
-            running = self._running.get(key) if key else None
-            if running is not None:
-                return running
+            return self._calls.get(key)
+
+    def run(self, key: tuple[str, ...], tool: str, arguments: Any,
+            call_id: str | None) -> Future[dict[str, Any]]:
+        """The settlement of this approved call: the one under way or done, else a new one."""
+        with self._lock:
+            known = self._calls.get(key)
+            if known is not None:
+                self._calls.move_to_end(key)
+                return known
             future: Future[dict[str, Any]] = Future()
-            if key:
-                self._running[key] = future
-        worker = threading.Thread(target=self._settle, args=(future, key, tool, arguments, call_id),
+            self._calls[key] = future
+            while len(self._calls) > self.KEEP:
+                oldest = next(iter(self._calls))
+                if not self._calls[oldest].done():
+                    break
+                del self._calls[oldest]
+        worker = threading.Thread(target=self._settle, args=(future, tool, arguments, call_id),
                                   name="agentkit-langgraph-approved", daemon=True)
         worker.start()
         return future
 
-    def _settle(self, future: Future[dict[str, Any]], key: str, tool: str, arguments: Any,
+    def _settle(self, future: Future[dict[str, Any]], tool: str, arguments: Any,
                 call_id: str | None) -> None:
         try:
             future.set_result(call_approved(self.runner, tool, arguments, call_id))
         except BaseException as exc:  # never raised for model input; passed on, not lost
             future.set_exception(exc)
-        finally:
-            with self._lock:
-                if key and self._running.get(key) is future:
-                    del self._running[key]
 
 
 def _decision(tool: str, call: Any) -> Any:
