@@ -112,3 +112,29 @@ def test_the_model_cannot_approve_by_calling_the_tool_itself():
     assert json.loads(output)["error"] == "approval_required"
     assert bench.calls == 0
     bench.close()
+
+
+def test_resuming_the_same_approved_state_twice_pays_once():
+    """A host that resumes one RunState twice (a retried web request) re-executes the tool:
+    the second run finds agentkit's approval settled and replays the receipt."""
+    bench = _bench("approval approved (2 payments)")
+    agent = Agent(name="t", model=ScriptedModel([
+        [function_call("send_payment", {"to": "ada", "cents": 5}, call_id="c1")],
+        [assistant_message("done")],
+        [assistant_message("done again")],
+    ]), tools=face.function_tools(bench.runner))
+    config = RunConfig(tracing_disabled=True)
+    result = asyncio.run(Runner.run(agent, "go", run_config=config))
+    [item] = result.interruptions
+    state = result.to_state()
+    face.approve(state, item)
+    saved = state.to_json()
+    first = asyncio.run(Runner.run(agent, state, run_config=config))
+    again_state = asyncio.run(type(state).from_json(agent, saved))
+    again = asyncio.run(Runner.run(agent, again_state, run_config=config))
+    outputs = [i.output for r in (first, again) for i in r.new_items
+               if getattr(i, "type", "") == "tool_call_output_item"]
+    assert outputs == ["paid 5 cents to ada", "paid 5 cents to ada"]
+    assert bench.calls == 1
+    assert [r.step for r in bench.runner.trace.records].count("replay") == 1
+    bench.close()

@@ -129,3 +129,31 @@ def test_bad_arguments_are_a_tool_result_not_a_retry_prompt_or_a_crash():
     assert asyncio.run(agent.run("go")).output == "done"
     assert [json.loads(text)["error"] for text in seen] == ["invalid_arguments"] * 2
     assert bench.calls == 0
+
+
+def test_sending_the_same_approval_twice_pays_once():
+    """A host that runs the same DeferredToolResults twice (a retried request) calls the tool
+    twice: the second call finds agentkit's approval settled and replays the receipt."""
+    from pydantic_ai import DeferredToolResults
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    bench = _bench("approval approved (2 payments)")
+
+    def respond(messages, info):
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("send_payment", {"to": "ada", "cents": 5},
+                                                     tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent = Agent(FunctionModel(respond), toolsets=[face.toolset(bench.runner)],
+                  output_type=[str, DeferredToolRequests])
+    asked = asyncio.run(agent.run("go"))
+    assert isinstance(asked.output, DeferredToolRequests)
+    results = DeferredToolResults(approvals={"c1": face.approved()})
+    for _ in range(2):
+        done = asyncio.run(agent.run(message_history=asked.all_messages(),
+                                     deferred_tool_results=results))
+        assert done.output == "done"
+    assert bench.calls == 1
+    assert [r.step for r in bench.runner.trace.records].count("replay") == 1  # the tool ran twice
