@@ -198,3 +198,13 @@ def test_a_re_run_node_keeps_a_settled_result_after_the_budget_is_spent():
     assert contents["call_ada"] == "paid 500 cents to ada"
     assert json.loads(contents["call_bob"])["error"] == "budget_exhausted"
     assert bench.calls == 1
+
+
+def test_an_irreversible_write_with_the_budget_spent_asks_nobody():
+    bench = _bench("approval rejected")
+    bench.runner.budget.max_attempts = 0
+    app = _graph(bench, [{"name": "send_payment", "args": {"to": "ada", "cents": 1}, "id": "c1"}])
+    done = app.invoke({"messages": [("user", "go")]}, {"configurable": {"thread_id": "t"}})
+    assert "__interrupt__" not in done
+    assert json.loads(done["messages"][-1].content)["error"] == "budget_exhausted"
+    assert bench.calls == 0

@@ -157,3 +157,14 @@ def test_sending_the_same_approval_twice_pays_once():
         assert done.output == "done"
     assert bench.calls == 1
     assert [r.step for r in bench.runner.trace.records].count("replay") == 1  # the tool ran twice
+
+
+def test_an_irreversible_write_with_the_budget_spent_asks_nobody():
+    bench = _bench("approval rejected")
+    bench.runner.budget.max_attempts = 0
+    toolset = face.toolset(bench.runner)
+    tools = asyncio.run(toolset.get_tools(_context()))
+    output = asyncio.run(toolset.call_tool("send_payment", {"to": "ada", "cents": 1},
+                                           _context(tool_call_id="c1"), tools["send_payment"]))
+    assert json.loads(output)["error"] == "budget_exhausted"  # no ApprovalRequired raised
+    assert bench.calls == 0

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +41,7 @@ class Case:
     arguments: tuple[dict[str, Any], ...]  # one call per item, all in one model turn
     repeats: int = 1  # how many times the model sends the turn whatever it reads
     decision: str = ""  # "approve" / "reject" for the irreversible write
+    budget: int | None = None  # the task's handler attempts through agentkit (None: unlimited)
 
 
 CASES: tuple[Case, ...] = (
@@ -52,7 +52,7 @@ CASES: tuple[Case, ...] = (
     Case("approval approved (2 payments)", "send_payment",
          ({"to": "ada", "cents": 500}, {"to": "bob", "cents": 700}), decision="approve"),
     Case("approval rejected", "send_payment", ({"to": "ada", "cents": 500},), decision="reject"),
-    Case("budget spent", "search", ({"query": "retries"},)),
+    Case("budget spent", "search", ({"query": "retries"},), budget=0),
 )
 
 
@@ -105,11 +105,13 @@ class ScriptedTurns:
 
 
 class Bench:
-    """One case's tool, with agentkit (:attr:`runner`) and without (:meth:`plain`).
+    """One case's tool: registered with agentkit (:attr:`registry`, :attr:`runner`), and as
+    plain methods (:meth:`search`, :meth:`save_note` or its coroutine :meth:`asave_note`,
+    :meth:`send_payment`) for a framework to run by itself.
 
     ``calls`` counts the handler's real calls either way; ``ledger`` holds what the writes
     left behind (a note or a payment per real write). Call :meth:`close` at the end: it
-    releases every blocked fault, so no thread stays parked.
+    releases a write still blocked, so no thread stays parked.
     """
 
     def __init__(self, case: Case) -> None:
@@ -118,7 +120,7 @@ class Bench:
         self._lock = threading.Lock()
         self._calls = 0
         self._release = threading.Event()
-        budget = Budget(0) if case.name == "budget spent" else Budget()
+        budget = Budget(case.budget)
         self.registry = ToolRegistry()
         self.registry.register(self._spec())
         self.runner = ToolRunner(self.registry, budget=budget, sleep=lambda _seconds: None)
@@ -181,11 +183,6 @@ class Bench:
                 if entry.get("text") == text:
                     return f"note-{number}"
         return None
-
-    def plain(self) -> Callable[..., Any]:
-        """The handler a framework runs by itself (no agentkit)."""
-        handler: Callable[..., Any] = getattr(self, self.case.tool)
-        return handler
 
     def close(self) -> None:
         self._release.set()
