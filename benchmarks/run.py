@@ -301,6 +301,16 @@ def main(argv: list[str] | None = None) -> int:
                             "agentkit: ainvoke_tool", "MCP SDK", "<=", 0.4))
     goals.append(ratio_goal("async: ainvoke_tool ≤ 2× asyncio floor", asyn,
                             "agentkit: ainvoke_tool", "floor: asyncio", "<=", 2.0))
+    # issue 19, the runner's two drivers
+    goals.append(ratio_goal("async: acall read (coroutine) ≤ 1.3× ainvoke_tool", asyn,
+                            "agentkit: ToolRunner.acall, read", "agentkit: ainvoke_tool", "<=", 1.3))
+    goals.append(ratio_goal("async: acall replayed write ≤ 1.5× sync call replay", asyn,
+                            "agentkit: ToolRunner.acall, replayed write",
+                            "agentkit: ToolRunner.call, replayed write", "<=", 1.5))
+    extra, note = suites.acall_threads()
+    rows.append(Row("async", "extra threads, 300 awaiting acalls", extra, "threads", note=note))
+    goals.append(Goal("async: 300 awaiting acalls ≤ 8 extra threads", extra, "<=", 8, "threads",
+                      why_missing=note if extra is None else ""))
 
     output = group("output", suites.output_paths(), "agentkit: invoke_tool, 10 KB")
     goals.append(ratio_goal("output: 10 MB ≤ 2× the 10 KB case", output,

@@ -240,11 +240,51 @@ def async_paths() -> list[Path]:
             is_async=True,
             check=lambda r: _ok(r) and r.get("replayed") is True,
         ),
+        build(  # the same replay through the sync driver, in the same rounds (issue 19's goal)
+            "agentkit: ToolRunner.call, replayed write (sync, same rounds)",
+            lambda: lambda: runner.call("save", {"name": "n1", "text": "t"}),
+            check=lambda r: _ok(r) and r.get("replayed") is True,
+        ),
         _openai_path(sync=False),
         _mcp_path(sync=False),
         build_langchain(sync=False),
         _pydantic_ai_path(sync=False),
     ]
+
+
+def acall_threads(in_flight: int = 300) -> tuple[int | None, str]:
+    """Extra OS threads while ``in_flight`` ``acall``s of a coroutine tool are all awaiting
+    (DESIGN §11: none is held per call). Counted by ``threading.active_count()`` once every
+    handler has entered, so no timing is involved."""
+    import threading
+
+    from agentkit import ToolRegistry, ToolRunner, ToolSpec
+
+    async def measure() -> int:
+        release, all_in = asyncio.Event(), asyncio.Event()
+        entered = 0
+
+        async def wait(query: str) -> str:
+            nonlocal entered
+            entered += 1
+            if entered == in_flight:
+                all_in.set()
+            await release.wait()
+            return query
+
+        runner = ToolRunner(ToolRegistry([ToolSpec("wait", "Wait.", "read", 60.0, 1, 100, wait)]))
+        before = threading.active_count()
+        calls = [asyncio.ensure_future(runner.acall("wait", {"query": "q"})) for _ in range(in_flight)]
+        await asyncio.wait_for(all_in.wait(), 60)
+        extra = threading.active_count() - before
+        release.set()
+        await asyncio.gather(*calls)
+        return extra
+
+    try:
+        return asyncio.run(measure()), ""
+    except Exception as exc:  # a kit without acall, or one that fails: say why
+        return None, f"not measured: {type(exc).__name__}: {exc}"
 
 
 def _timeout(seconds: float) -> Any:
