@@ -254,7 +254,7 @@ def async_paths() -> list[Path]:
 
 def acall_threads(in_flight: int = 300) -> tuple[int | None, str]:
     """Extra OS threads while ``in_flight`` ``acall``s of a coroutine tool are all awaiting
-    (DESIGN §11: none is held per call). Counted by ``threading.active_count()`` once every
+    (docs/design.md#drivers: none is held per call). Counted by ``threading.active_count()`` once every
     handler has entered, so no timing is involved."""
     import threading
 
