@@ -200,7 +200,7 @@ def async_paths() -> list[Path]:
     """
     import fastjsonschema
 
-    from agentkit import ToolRunner
+    from agentkit import ToolRunner, invoke_tool
 
     registry = agentkit_registry()
     validator = fastjsonschema.compile(registry.get("search").parameters)
@@ -218,6 +218,10 @@ def async_paths() -> list[Path]:
             raise LookupError("not available: the registry refuses coroutine handlers")
         return lambda: fn(registry, "asearch", ARGS)
 
+    def ainvoke_sync() -> Callable[[], Any]:
+        fn = _ainvoke_tool()
+        return lambda: fn(registry, "search", ARGS)
+
     def acall(name: str, arguments: dict[str, Any]) -> Callable[[], Callable[[], Any]]:
         def factory() -> Callable[[], Any]:
             method = getattr(runner, "acall", None)
@@ -234,6 +238,10 @@ def async_paths() -> list[Path]:
               check=_expected),
         build("agentkit: ainvoke_tool (async handler)", ainvoke, is_async=True, check=_ok),
         build("agentkit: ToolRunner.acall, read", acall("asearch", ARGS), is_async=True, check=_ok),
+        # The same sync handler both ways, timed in the same rounds: what async costs a sync tool.
+        build("agentkit: ainvoke_tool (sync handler)", ainvoke_sync, is_async=True, check=_ok),
+        build("agentkit: invoke_tool (sync handler), in the async group",
+              lambda: lambda: invoke_tool(registry, "search", ARGS), check=_ok),
         build(
             "agentkit: ToolRunner.acall, replayed write",
             acall("save", {"name": "n1", "text": "t"}),
