@@ -542,3 +542,22 @@ def test_callers_on_one_key_from_threads_and_tasks_at_once_run_it_once(tmp_path:
     assert ledger.calls == 1
     codes = sorted("ok" if r["ok"] else r["error"] for r in answered)
     assert codes.count("ok") == 1 and set(codes) <= {"ok", "in_progress"}
+
+
+def test_an_interrupted_write_keeps_its_claim_stale_for_the_lookup(drive: Drive) -> None:
+    """An interrupt (not an Exception) mid-write is thrown into the steps: the claim is kept
+    and marked stale (a store write in the error path), then the interrupt goes on."""
+    ledger = Ledger()
+
+    def save(item: str, text: str) -> dict[str, Any]:
+        ledger.calls += 1
+        ledger.landed[item] = text
+        raise KeyboardInterrupt
+
+    store = FailingComplete()
+    runner = ToolRunner(ToolRegistry([write_spec(save, lookup=ledger.status)]), store=store)
+    with pytest.raises(KeyboardInterrupt):
+        drive.call(runner, "write", {"item": "d-1", "text": "hello"})
+    assert store.steps == ["abandon_claim"] and ledger.calls == 1
+    again = drive.call(runner, "write", {"item": "d-1", "text": "hello"})  # the lookup settles it
+    assert again["ok"] and again["attempts"] == 0 and ledger.calls == 1 and ledger.lookups == 1
