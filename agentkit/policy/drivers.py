@@ -181,7 +181,11 @@ class AsyncDriver:
                 if protected and not in_own_task:
                     return await _shielded(self._drive(steps, effect, True, in_own_task=True))
             try:
-                value = await self.perform(effect)
+                if type(effect) is RunAttempt:  # the hot path: one coroutine frame less
+                    value = await aexecute(self.registry, effect.entry, effect.arguments,
+                                           effect.call_id)
+                else:
+                    value = await self.perform(effect)
             except BaseException as exc:  # delivered into the step that asked
                 error = exc
 

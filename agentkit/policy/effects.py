@@ -4,6 +4,8 @@ The policy (:mod:`agentkit.policy.steps`) is written as generators that *yield* 
 requests and receive each one's answer (or its exception, thrown in at the ``yield``); the
 drivers (:mod:`agentkit.policy.drivers`) perform them, one for sync callers and one for async
 callers. Nothing here does anything: each class only names a request (docs/design.md#drivers).
+They are made on every step of every call, so they are plain slotted classes (a frozen
+dataclass pays an ``object.__setattr__`` per field); nobody changes one after it is yielded.
 
 A generator of steps may also yield a :class:`~agentkit.policy.events.CallEvent`, which the
 driver hands to the runner's observers at once.
@@ -36,7 +38,7 @@ T = TypeVar("T")
 Steps = Generator[Any, Any, T]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RunAttempt:
     """One handler attempt through the boundary. Answer: ``(result dict, Attempt)``."""
 
@@ -45,7 +47,7 @@ class RunAttempt:
     call_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AskLookup:
     """Run the tool's status lookup as one bounded attempt (``probe`` receives its value or
     error; ``finish`` renders a receipt). Answer: "finished", "timeout" or "busy"."""
@@ -57,14 +59,14 @@ class AskLookup:
     finish: Callable[[Any], Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Pause:
     """Wait ``seconds`` (the injected ``sleep``, or its async twin). Answer: None."""
 
     seconds: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StoreStep:
     """One atomic store step, ``store.<name>(*args, **kwargs)`` (or its async twin
     ``store.a<name>``). Answer: what the step returns; raises ``StoreError``."""
@@ -74,14 +76,14 @@ class StoreStep:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Invoke:
     """Call a plain function given from outside (``run_once``'s operation). Answer: its value."""
 
     function: Callable[[], Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WhenDone:
     """Perform ``then`` (a store step) once ``attempt``'s handler has really returned: now if
     it has; otherwise later, from wherever it returns, where a failing store is only logged.

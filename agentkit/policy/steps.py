@@ -689,10 +689,29 @@ _ORDER = ("ok", "data", "error", "retryable", "detail", "truncated", "original_c
 def finish(result: dict[str, Any], attempts: int, replayed: bool, effect: str) -> dict[str, Any]:
     """Stamp ``attempts``/``replayed``; a write whose outcome is unknown is never retryable.
     Keys come in one order: the known ones as in ``_ORDER``, any other after them as given."""
+    if effect in _WRITES and result.get("error") == ErrorCode.OUTCOME_UNKNOWN.value:
+        result = {**result, "retryable": False}
+    if "attempts" not in result and "replayed" not in result and _in_order(result):
+        out = dict(result)  # the usual case: the boundary's keys, already in order
+        out["attempts"] = attempts
+        out["replayed"] = replayed
+        return out
     out = dict(result, attempts=attempts, replayed=replayed)
-    if effect in _WRITES and out.get("error") == ErrorCode.OUTCOME_UNKNOWN.value:
-        out["retryable"] = False
     known = [(key, out[key]) for key in _ORDER if key in out]
     if len(known) == len(out):
         return dict(known)
-    return dict(known + [(key, value) for key, value in out.items() if key not in _ORDER])
+    return dict(known + [(key, value) for key, value in out.items() if key not in _RANK])
+
+
+_RANK = {key: n for n, key in enumerate(_ORDER)}
+
+
+def _in_order(result: dict[str, Any]) -> bool:
+    """Whether every key is a known one and they come in ``_ORDER``'s order."""
+    last = -1
+    for key in result:
+        rank = _RANK.get(key, -1)
+        if rank <= last:
+            return False
+        last = rank
+    return True
