@@ -751,9 +751,13 @@ async def arun_limited(
     waiter: asyncio.Future[None] = loop.create_future()
     work = partial(_work, attempt, contextvars.copy_context(), handler, arguments, timeout,
                    slot, finish, waiter)
+    # The timer first: from the submit on, the worker waits for this thread to let go of the
+    # GIL, so the loop should get to its next wait with as little as possible left to do.
+    timer = loop.call_later(timeout, _settle_future, waiter)
     try:
         _POOL.submit(work)
     except WorkerUnavailable:
+        timer.cancel()
         with attempt.lock:
             attempt.cancelled = True
         if slot is not None:
@@ -762,7 +766,6 @@ async def arun_limited(
             "%s %s: busy, no worker thread could be started", attempt.call_id, attempt.tool
         )
         return "busy"
-    timer = loop.call_later(timeout, _settle_future, waiter)
     try:
         await waiter
     except BaseException:  # the caller was cancelled: an attempt not yet started never runs
