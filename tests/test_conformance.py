@@ -561,3 +561,38 @@ def test_an_interrupted_write_keeps_its_claim_stale_for_the_lookup(drive: Drive)
     assert store.steps == ["abandon_claim"] and ledger.calls == 1
     again = drive.call(runner, "write", {"item": "d-1", "text": "hello"})  # the lookup settles it
     assert again["ok"] and again["attempts"] == 0 and ledger.calls == 1 and ledger.lookups == 1
+
+
+class Twins(IdempotencyStore):
+    """A store with async twins of its steps (as PostgreSQL's): the async driver awaits them."""
+
+    blocking = True  # its sync steps would block: they must not run on the loop
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.awaited: list[str] = []
+
+    async def aclaim(self, *args: Any, **kwargs: Any) -> Any:
+        self.awaited.append("claim")
+        return self.claim(*args, **kwargs)
+
+    async def acomplete(self, *args: Any, **kwargs: Any) -> None:
+        self.awaited.append("complete")
+        self.complete(*args, **kwargs)
+
+
+def test_the_async_driver_awaits_a_stores_async_twins() -> None:
+    ledger = Ledger()
+
+    def save(item: str, text: str) -> dict[str, Any]:
+        ledger.calls += 1
+        return {"item": item}
+
+    store = Twins()
+    runner = ToolRunner(ToolRegistry([write_spec(save)]), store=store)
+    first = asyncio.run(runner.acall("write", {"item": "d", "text": "t"}))
+    again = asyncio.run(runner.acall("write", {"item": "d", "text": "t"}))
+    assert first["ok"] and again["replayed"] is True and ledger.calls == 1
+    assert store.awaited == ["claim", "complete", "claim"]
+    assert runner.call("write", {"item": "d", "text": "t"})["replayed"] is True
+    assert store.awaited == ["claim", "complete", "claim"]  # the sync driver uses the sync steps
