@@ -202,3 +202,29 @@ def test_removing_an_observer_stops_its_events_and_the_trace_records_once() -> N
     assert steps == [("attempt", "transient_failure"), ("attempt", "ok"), ("attempt", "ok")]
     with pytest.raises(TypeError):
         runner.add_observer("not callable")  # type: ignore[arg-type]
+
+
+def test_a_cancelled_read_still_ends_its_call_for_the_observers() -> None:
+    entered = asyncio.Event()
+
+    async def hang(query: str) -> str:
+        entered.set()
+        await asyncio.Event().wait()
+        return query
+
+    runner = ToolRunner(ToolRegistry([ToolSpec("hang", "Hang.", "read", 30.0, 1, 100, hang)]))
+    recorder = Recorder()
+    runner.add_observer(recorder)
+
+    async def go() -> None:
+        task = asyncio.ensure_future(runner.acall("hang", {"query": "q"}))
+        await entered.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    kinds = [e.kind for e in recorder.events]
+    assert kinds == ["call_started", "attempt_started", "attempt_ended", "call_ended"]
+    ended = recorder.events[-1]
+    assert ended.result is not None and ended.result["error"] == "outcome_unknown"

@@ -226,13 +226,23 @@ class AsyncDriver:
 
 
 def _off_this_loop(store: Any, step: StoreStep) -> None:
-    """A late attempt returned (on whatever thread): do the store step without blocking a
-    loop that may be running on this thread."""
-    if not getattr(store, "blocking", True):
-        _quiet_store_step(store, step)
+    """A late attempt returned (on whatever thread): do the store step here, unless it may
+    block and this thread is running an event loop (then on a thread of its own)."""
+    if getattr(store, "blocking", True) and _running_a_loop():
+        threading.Thread(target=_quiet_store_step, args=(store, step), daemon=True,
+                         name="agentkit-late-store-step").start()
         return
-    threading.Thread(target=_quiet_store_step, args=(store, step), daemon=True,
-                     name="agentkit-late-store-step").start()
+    _quiet_store_step(store, step)
+
+
+def _running_a_loop() -> bool:
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 async def _shielded(work: Awaitable[T]) -> T:

@@ -494,6 +494,13 @@ class Policy:
         except WorkerUnavailable:  # no thread for the handler: nothing ran
             log.warning("%s %s: busy, no worker thread could be started", call.call_id, spec.name)
             result, attempt = failure(ErrorCode.BUSY), Attempt(tool=spec.name, call_id=call.call_id)
+        except GeneratorExit:
+            raise
+        except BaseException:  # the caller went away mid-attempt: it may have run
+            call.attempts += 1
+            yield call.event("attempt_ended", number=call.number,
+                             outcome=ErrorCode.OUTCOME_UNKNOWN.value, handler_ran=True)
+            raise
         if attempt.started:
             call.attempts += 1
         else:
