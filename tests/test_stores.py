@@ -165,7 +165,7 @@ class Backend:
         return f"sqlite:{self.path}"
 
     def sql(self, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """Run SQL on the store's tables, written for PostgreSQL (``agentkit_claims``, %s)."""
+        """Run SQL on the store's tables, written for PostgreSQL (``agentkit_keys``, %s)."""
         if self.pg is not None:
             return self.pg.execute(statement, params)
         conn = sqlite3.connect(self.path)
@@ -182,10 +182,10 @@ class Backend:
         """Let ``seconds`` pass for every lease in the store."""
         if self.pg is None:
             self.clock.now += seconds
-        elif self.pg.execute("SELECT to_regclass('agentkit_claims') IS NOT NULL")[0][0]:
+        elif self.pg.execute("SELECT to_regclass('agentkit_keys') IS NOT NULL")[0][0]:
             # The database's clock cannot be moved: move the deadlines back instead.
             self.pg.execute(
-                "UPDATE agentkit_claims SET lease_until = lease_until - %s", (seconds,)
+                "UPDATE agentkit_keys SET lease_until = lease_until - %s", (seconds,)
             )
 
     def close(self) -> None:
@@ -761,7 +761,7 @@ def test_crash_after_the_write_is_recovered_without_a_second_write(
     child = run_worker("crash_after_write", durable, tmp_path)
     assert child.returncode == -signal.SIGKILL, child.stderr
     assert len(log_lines(tmp_path / "ops.log")) == 1
-    claims = durable.sql("SELECT host, pid FROM agentkit_claims")
+    claims = durable.sql("SELECT host, pid FROM agentkit_keys WHERE result IS NULL")
     assert len(claims) == 1  # the dead child's claim is still there, lease unexpired
     recovered = run_worker("recover", durable, tmp_path)  # default lease: the dead pid is gone
     assert recovered.returncode == 0, recovered.stderr
@@ -821,7 +821,7 @@ def test_a_claim_from_another_host_is_judged_by_its_lease_alone(durable: Backend
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()
     durable.sql(
-        "UPDATE agentkit_claims SET host = %s, pid = %s, start_time = NULL,"
+        "UPDATE agentkit_keys SET host = %s, pid = %s, start_time = NULL,"
         " lease_until = lease_until + 3600",
         ("worker-7.elsewhere", int(gone)),
     )
@@ -840,7 +840,7 @@ def test_claim_of_an_earlier_process_with_our_pid_is_stale(durable: Backend) -> 
     store = durable()
     store.run_once("k", op, "fp")
     assert store.run_once("k", op, "fp")["error"] == "in_progress"  # ours, alive
-    durable.sql("UPDATE agentkit_claims SET start_time = start_time - 1")
+    durable.sql("UPDATE agentkit_keys SET start_time = start_time - 1")
     assert store.run_once("k", op, "fp", recover=Lookup(None)) == OK
     assert op.calls == 2
 
@@ -858,11 +858,11 @@ def test_a_reused_pid_is_told_apart_by_its_start_time(durable: Backend) -> None:
     store = durable()
     store.run_once("k", op, "fp")
     durable.sql(
-        "UPDATE agentkit_claims SET pid = %s, start_time = %s", (parent, _start_time(parent))
+        "UPDATE agentkit_keys SET pid = %s, start_time = %s", (parent, _start_time(parent))
     )
     assert store.run_once("k", op, "fp", recover=lookup)["error"] == "in_progress"
     assert (op.calls, lookup.calls) == (1, 0)
-    durable.sql("UPDATE agentkit_claims SET start_time = start_time + 1")
+    durable.sql("UPDATE agentkit_keys SET start_time = start_time + 1")
     assert store.run_once("k", op, "fp", recover=lookup) == OK
     assert (op.calls, lookup.calls) == (2, 1)
 
@@ -1096,7 +1096,7 @@ def test_pg_schema_is_created_once_by_workers_starting_together(pg: Backend) -> 
         t.join(WAIT)
     assert errors == []
     assert sum(1 for a in answers if a == OK) == 1
-    assert pg.sql("SELECT version FROM agentkit_schema") == [(1,)]
+    assert pg.sql("SELECT version FROM agentkit_schema") == [(2,)]
 
 
 def test_pg_a_newer_schema_is_refused_with_a_clear_error(
@@ -1113,59 +1113,50 @@ def test_pg_a_newer_schema_is_refused_with_a_clear_error(
     assert "schema version 99" in caplog.text
 
 
-def test_pg_commits_wait_for_the_wal_flush(pg: Backend) -> None:
+def test_pg_commits_wait_for_the_wal_flush_on_the_durable_pool_only(pg: Backend) -> None:
     store = pg()
     store.result("k")
-    with store._pool.connection() as conn:  # the store's own connections
+    with store._current_pool(True).connection() as conn:  # claims, full_sync, approvals
         assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
+    with store._current_pool(False).connection() as conn:  # results, freed claims
+        assert conn.execute("SHOW synchronous_commit").fetchone() == ("off",)
 
 
-def test_pg_only_claims_and_full_sync_writes_wait_for_the_flush(
+def test_pg_only_claims_and_approvals_wait_for_the_flush(
     pg: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A claim (and anything full_sync) is durable before the call goes on; a reversible
-    call's stored result may skip the flush wait (a lost one means the lookup is asked)."""
+    """A claim (and every approval) is durable before the call goes on; a stored result may
+    skip the flush wait, even for full_sync (a lost one leaves the claim for the lookup).
+    Each level has its own connections: nothing is toggled per call."""
     import psycopg
 
     store = pg()
     store.result("warm-up")
-    sent: list[str] = []
+    sent: list[tuple[str, bool]] = []
     execute = psycopg.Connection.execute
 
     def recording(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(str(query))
+        sent.append((str(query), "synchronous_commit=on" in self.info.options))
         return execute(self, query, *args, **kwargs)
 
     monkeypatch.setattr(psycopg.Connection, "execute", recording)
-    relaxed, durable = "SET LOCAL synchronous_commit = off", "SET LOCAL synchronous_commit = on"
-
-    def transactions() -> list[list[str]]:
-        """The statements sent, cut into transactions (BEGIN … COMMIT)."""
-        cut: list[list[str]] = []
-        for query in sent:
-            if query.startswith("BEGIN"):
-                cut.append([])
-            if cut:
-                cut[-1].append(query)
-        return cut
-
-    assert store.run_once("reversible", Op(OK), "fp") == OK
-    [claim_tx] = [t for t in transactions() if any("INTO agentkit_claims" in q for q in t)]
-    [result_tx] = [t for t in transactions() if any("INTO agentkit_results" in q for q in t)]
-    assert claim_tx[-2:] == [durable, "COMMIT"]  # the claim waits for the flush
-    assert relaxed in result_tx and durable not in result_tx  # the stored result need not
+    for full_sync in (False, True):
+        sent.clear()
+        assert store.run_once(f"k{full_sync}", Op(OK), "fp", full_sync=full_sync) == OK
+        [(claim, claim_durable), (result, result_durable)] = sent
+        assert claim.startswith("WITH mine AS (INSERT") and claim_durable
+        assert result.startswith("UPDATE agentkit_keys SET result") and not result_durable
     sent.clear()
-    assert store.run_once("irreversible", Op(OK), "fp", full_sync=True) == OK
     store.create_approval("a1", {"state": "pending"})
-    assert len(transactions()) == 3
-    assert not any(relaxed in q for q in sent)
+    assert sent and all(durable for _, durable in sent)
+    assert not any("synchronous_commit" in query for query, _ in sent)
 
 
 def test_pg_lease_deadlines_come_from_the_database_clock(pg: Backend) -> None:
     store = pg(claim_ttl_seconds=300)
     assert store.run_once("k", Op(UNKNOWN), "fp") == UNKNOWN
     [(behind,)] = pg.sql(
-        "SELECT lease_until - extract(epoch FROM clock_timestamp()) FROM agentkit_claims"
+        "SELECT lease_until - extract(epoch FROM clock_timestamp()) FROM agentkit_keys"
     )
     assert 290 < behind <= 300
 

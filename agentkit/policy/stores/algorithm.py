@@ -384,7 +384,7 @@ class StoreBase:
         """The stored completed result (a fresh copy), or None."""
         with self.transaction(write=False) as tx:
             stored = tx.result(key)
-        return None if stored is None else _loads(stored[1])
+        return None if stored is None else loads(stored[1])
 
     def create_approval(self, approval_id: str, record: dict[str, Any]) -> dict[str, Any]:
         """Insert the record unless one with this id exists; return the stored one (a copy).
@@ -398,13 +398,13 @@ class StoreBase:
             existing = tx.approval(approval_id)
             if existing is None:
                 tx.insert_approval(approval_id, record["state"], text)
-        return _loads(text if existing is None else existing)
+        return loads(text if existing is None else existing)
 
     def get_approval(self, approval_id: str) -> dict[str, Any] | None:
         """A fresh copy of the record, or None."""
         with self.transaction(write=False) as tx:
             text = tx.approval(approval_id)
-        return None if text is None else _loads(text)
+        return None if text is None else loads(text)
 
     def update_approval(
         self, approval_id: str, expected_state: str, record: dict[str, Any]
@@ -414,7 +414,7 @@ class StoreBase:
         with self.transaction(write=True, full_sync=True) as tx:
             tx.lock(approval_id)
             current = tx.approval(approval_id)
-            if current is None or _loads(current).get("state") != expected_state:
+            if current is None or loads(current).get("state") != expected_state:
                 return False
             tx.replace_approval(approval_id, record["state"], text)
             return True
@@ -424,7 +424,7 @@ class StoreBase:
         only those in ``state`` when it is given."""
         with self.transaction(write=False) as tx:
             texts = tx.approvals(state)
-        return [_loads(text) for text in texts]
+        return [loads(text) for text in texts]
 
     def close(self) -> None:
         """Release resources; the memory store has none."""
@@ -441,7 +441,7 @@ class StoreBase:
     def _replay(stored: tuple[str | None, str], fingerprint: str | None) -> Result:
         if conflicts(fingerprint, stored[0]):
             return failure(ErrorCode.IDEMPOTENCY_CONFLICT)
-        result = _loads(stored[1])
+        result = loads(stored[1])
         result["replayed"] = True
         return result
 
@@ -559,7 +559,7 @@ def _is_unknown(result: Any) -> bool:
     return isinstance(result, dict) and result.get("error") == ErrorCode.OUTCOME_UNKNOWN
 
 
-def _loads(text: str) -> dict[str, Any]:
+def loads(text: str) -> dict[str, Any]:
     value = json.loads(text)
     assert isinstance(value, dict)
     return value

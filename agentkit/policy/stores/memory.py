@@ -18,7 +18,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from agentkit.policy.stores.algorithm import CLAIMED, Claim, Result, StoreBase, let_go
 
@@ -101,7 +100,7 @@ class _Section:
         self._lock.acquire()
         return self._tx
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._lock.release()
 
 
