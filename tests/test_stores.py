@@ -6,6 +6,7 @@ A result code alone cannot show that a write happened twice, so each test holds 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -127,6 +128,10 @@ class PgSchema:
         return cur.fetchall() if cur.description else []
 
     def drop(self) -> None:
+        import psycopg
+
+        if self.admin.closed:  # a test that restarts the server closed it first
+            self.admin = psycopg.connect(pg_dsn(), autocommit=True)
         self.admin.execute(f"DROP SCHEMA {self.name} CASCADE")
         self.admin.close()
 
@@ -1065,13 +1070,25 @@ def pg(tmp_path: Path):
     backend.close()
 
 
+def own_pg_cluster() -> None:
+    """Skip (never fail, in CI too) unless AGENTKIT_TEST_PG_DSN is the server of
+    tools/pg_cluster.sh: only that one may be restarted or stopped by a test. Called before
+    the test touches anything, so its fixtures tear down as usual."""
+    state = os.environ.get("AGENTKIT_PG_STATE", "")
+    try:
+        text = Path(state).read_text() if state else ""
+    except OSError:
+        text = ""
+    if not text or f"PG_DSN='{PG_DSN}'" not in text:
+        pytest.skip(
+            "this test restarts the server, so it needs the cluster of tools/pg_cluster.sh"
+            " (AGENTKIT_PG_STATE does not describe AGENTKIT_TEST_PG_DSN's server)"
+        )
+
+
 def pg_cluster(command: str) -> None:
     """Restart, stop or start the test server (it must be tools/pg_cluster.sh's)."""
-    if not os.environ.get("AGENTKIT_PG_STATE"):
-        pg_unavailable(
-            "this test restarts the server, so it needs the cluster of tools/pg_cluster.sh"
-            " (AGENTKIT_PG_STATE is not set)"
-        )
+    own_pg_cluster()
     subprocess.run([str(PG_CLUSTER), command], check=True, capture_output=True, timeout=120)
 
 
@@ -1188,6 +1205,7 @@ def test_pg_a_connection_killed_mid_call_is_busy_or_ok_never_an_error(pg: Backen
 
 
 def test_pg_a_server_restart_between_two_calls_costs_nothing(pg: Backend) -> None:
+    own_pg_cluster()
     store, op = pg(), Op(OK, OK)
     assert store.run_once("a", op, "fp") == OK
     pg.pg.admin.close()  # type: ignore[union-attr]
@@ -1261,6 +1279,7 @@ def test_pg_server_down_is_busy_through_the_runner_and_nothing_runs(
 def test_pg_server_stopped_then_started_busy_then_works(
     pg: Backend, caplog: pytest.LogCaptureFixture
 ) -> None:
+    own_pg_cluster()
     calls: list[int] = []
     store = PostgresIdempotencyStore(pg.pg.dsn, connect_timeout_seconds=1)  # type: ignore[union-attr]
     pg.made.append(store)
@@ -1288,3 +1307,210 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_pg_restart_tests_skip_on_a_server_not_started_by_pg_cluster(
+    pg: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AGENTKIT_TEST_PG_DSN may point at any server (README): a test that would restart it
+    skips before it touches anything, and its fixture then tears down cleanly."""
+    monkeypatch.setenv("AGENTKIT_PG_STATE", str(pg.tmp_path / "no-such-state.env"))
+    with pytest.raises(pytest.skip.Exception, match="cluster of tools/pg_cluster.sh"):
+        test_pg_a_server_restart_between_two_calls_costs_nothing(pg)
+    assert pg.pg is not None and not pg.pg.admin.closed  # the fixture can drop its schema
+
+
+def test_pg_the_dsn_and_its_password_stay_private(pg: Backend) -> None:
+    from psycopg.conninfo import make_conninfo
+
+    dsn = make_conninfo(pg.pg.dsn, password="s3cret-pw")  # type: ignore[union-attr]
+    store = PostgresIdempotencyStore(dsn)
+    try:
+        public = {k: v for k, v in vars(store).items() if not k.startswith("_")}
+        assert "s3cret-pw" not in repr(public) + repr(store)
+        assert not hasattr(store, "dsn")
+        assert store.address.startswith("postgresql://postgres@127.0.0.1:")
+    finally:
+        store.close()
+
+
+# --------------------------------------------------------------------------- PostgreSQL: round trips
+
+
+class RoundTrips:
+    """A TCP proxy in front of the test server that counts round trips: one each time a
+    client sends after the server has answered it (or for the first time). A statement
+    queued in a pipeline travels in the same trip as the rest; an empty Sync costs one."""
+
+    def __init__(self, dsn: str) -> None:
+        import socket
+
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+        parts = conninfo_to_dict(dsn)
+        self.upstream = (str(parts.get("host") or "127.0.0.1"), int(parts.get("port") or 5432))
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.dsn = make_conninfo(dsn, host="127.0.0.1", port=self.listener.getsockname()[1])
+        self.trips = 0
+        self.lock = threading.Lock()
+        self.sockets: list[Any] = []
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self) -> None:
+        import socket
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            turn = ["server"]  # who spoke last on this connection
+            self.sockets += [client, server]
+            for src, dst, side in ((client, server, "client"), (server, client, "server")):
+                threading.Thread(target=self.pump, args=(src, dst, side, turn), daemon=True).start()
+
+    def pump(self, src: Any, dst: Any, side: str, turn: list[str]) -> None:
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                for s in (src, dst):
+                    with contextlib.suppress(OSError):
+                        s.close()
+                return
+            with self.lock:  # counted before it is passed on: the answer comes after
+                if side == "client" and turn[0] == "server":
+                    self.trips += 1
+                turn[0] = side
+            try:
+                dst.sendall(data)
+            except OSError:
+                return
+
+    def take(self) -> int:
+        with self.lock:
+            trips, self.trips = self.trips, 0
+        return trips
+
+    def close(self) -> None:
+        self.listener.close()
+        for s in self.sockets:
+            with contextlib.suppress(OSError):
+                s.close()
+
+
+@pytest.fixture
+def counted(pg: Backend):
+    assert pg.pg is not None
+    proxy = RoundTrips(pg.pg.dsn)
+    yield proxy
+    proxy.close()
+
+
+def test_pg_a_new_key_costs_two_round_trips_and_a_replay_one(
+    pg: Backend, counted: RoundTrips
+) -> None:
+    store = PostgresIdempotencyStore(counted.dsn, pool_size=1)
+    pg.made.append(store)
+    op = Op(OK)
+    assert store.run_once("warm-up", op, "fp") == OK  # connects, creates the tables
+    counted.take()
+    assert store.run_once("new", op, "fp") == OK
+    assert counted.take() == 2  # the claim, the completion
+    assert store.run_once("new", op, "fp") == {**OK, "replayed": True}
+    assert counted.take() == 1
+    assert store.run_once("new", op, "other")["error"] == "idempotency_conflict"
+    assert counted.take() == 1
+    assert store.run_once("new-sync", op, "fp", full_sync=True) == OK
+    assert counted.take() == 2
+    assert op.calls == 3
+    # the careful path (a key claimed already) keeps its transaction: still no empty trips
+    assert store.run_once("hung", Op(UNKNOWN), "fp") == UNKNOWN
+    counted.take()
+    assert store.run_once("hung", op, "fp")["error"] == "in_progress"
+    assert counted.take() == 3  # the fast claim, then the lock and read, then the commit
+    assert op.calls == 3
+
+
+def test_pg_async_steps_cost_the_same_round_trips(pg: Backend, counted: RoundTrips) -> None:
+    import asyncio
+
+    from agentkit.policy.stores.algorithm import CLAIMED
+
+    store = PostgresIdempotencyStore(counted.dsn, pool_size=1)
+    pg.made.append(store)
+
+    async def main() -> list[int]:
+        trips = []
+        for key in ("warm-up", "new"):
+            counted.take()
+            decision = await store.aclaim(key, "fp", 300, may_take_over=False)
+            assert isinstance(decision, tuple) and decision[0] == CLAIMED
+            await store.acomplete(key, decision[1], dict(OK))
+            trips.append(counted.take())
+        replay = await store.aclaim("new", "fp", 300, may_take_over=False)
+        assert replay == {**OK, "replayed": True}
+        trips.append(counted.take())
+        assert await store.alist_approvals() == []
+        await store.aclose()
+        return trips
+
+    assert asyncio.run(main())[1:] == [2, 1]
+
+
+# --------------------------------------------------------------------------- PostgreSQL: held locks
+
+
+@pytest.fixture
+def other_session(pg: Backend):
+    """A second, real session on the same schema, free to hold locks."""
+    import psycopg
+
+    assert pg.pg is not None
+    conn = psycopg.connect(pg.pg.dsn, autocommit=True)
+    yield conn
+    conn.close()
+
+
+def test_pg_a_key_lock_held_elsewhere_is_busy_within_its_bound(
+    pg: Backend, other_session: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = pg(TINY_TTL, busy_timeout_seconds=0.2)
+    assert store.run_once("k", Op(UNKNOWN), "fp") == UNKNOWN
+    pg.advance(LEASE_PASSES)  # stale: the next caller needs the careful path, under the lock
+    other_session.execute("SELECT pg_advisory_lock(hashtextextended('k', 0))")
+    op, lookup = Op(OK), Lookup(None)
+    started = time.monotonic()
+    with caplog.at_level("ERROR", logger="agentkit"):
+        assert store.run_once("k", op, "fp", recover=lookup) == BUSY
+    assert time.monotonic() - started < WAIT  # bounded: it used to wait forever
+    assert (op.calls, lookup.calls) == (0, 0)
+    assert "lock timeout" in caplog.text and "busy_timeout, 0.2 s" in caplog.text
+    assert store.run_once("free", op, "fp") == OK  # other keys never wait for that lock
+    other_session.execute("SELECT pg_advisory_unlock_all()")
+    assert store.run_once("k", op, "fp", recover=lookup) == OK
+    assert (op.calls, lookup.calls) == (2, 1)
+
+
+def test_pg_a_locked_table_is_busy_through_the_runner_and_nothing_runs(
+    pg: Backend, other_session: Any
+) -> None:
+    store = pg(busy_timeout_seconds=0.2)
+    calls: list[int] = []
+    runner = runner_with(store, calls)
+    assert runner.call("save", {"name": "a.md"})["ok"] is True  # the tables exist
+    other_session.execute("BEGIN")
+    other_session.execute("LOCK TABLE agentkit_keys IN ACCESS EXCLUSIVE MODE")
+    op = Op(OK)
+    started = time.monotonic()
+    assert store.run_once("new", op, "fp") == BUSY
+    result = runner.call("save", {"name": "b.md"})
+    assert time.monotonic() - started < WAIT
+    assert result["error"] == "busy" and result["retryable"] is True
+    assert (op.calls, calls) == (0, [1])
+    other_session.execute("ROLLBACK")
+    assert runner.call("save", {"name": "b.md"})["ok"] is True
+    assert calls == [1, 1]

@@ -743,6 +743,17 @@ class PostgresIdempotencyStore(StoreBase):
                 with contextlib.suppress(Exception):
                     loop.run_until_complete(apool.close())
 
+    async def aclose(self) -> None:
+        """Close the async pool of the running loop, then everything :meth:`close` closes."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        for durable, (owner, apool) in list(self._apools.items()):
+            if owner is loop:
+                del self._apools[durable]
+                await apool.close()
+        await asyncio.to_thread(self.close)
+
     def __repr__(self) -> str:
         ttl = self.claim_ttl_seconds
         return f"PostgresIdempotencyStore({self.address!r}, claim_ttl_seconds={ttl:g})"
