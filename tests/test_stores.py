@@ -697,12 +697,19 @@ def test_sqlite_closed_store_refuses_work(sqlite_path: Path) -> None:
 # --------------------------------------------------------------------------- processes
 
 
-def start_workers(mode: str, durable: Backend, work: Path, n: int, key: str = "k") -> None:
+#: The worker's driver: run_once, or the store's steps from an event loop (async twins).
+DRIVERS = pytest.mark.parametrize("driver", ["sync", "async"])
+
+
+def start_workers(
+    mode: str, durable: Backend, work: Path, n: int, key: str = "k", driver: str = "sync"
+) -> None:
     """Run ``n`` workers at once on the durable store; each must exit 0."""
     procs = [
         subprocess.Popen(
             [sys.executable, str(WORKER), mode, durable.spec, key, str(work), str(n)],
-            env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**worker_env(), "AGENTKIT_TEST_DRIVER": driver},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         for _ in range(n)
     ]
@@ -717,9 +724,12 @@ def start_workers(mode: str, durable: Backend, work: Path, n: int, key: str = "k
                 p.communicate()
 
 
-def test_four_processes_run_the_operation_once(durable: Backend, tmp_path: Path) -> None:
+@DRIVERS
+def test_four_processes_run_the_operation_once(
+    durable: Backend, tmp_path: Path, driver: str
+) -> None:
     n = 4
-    start_workers("race", durable, tmp_path, n)
+    start_workers("race", durable, tmp_path, n, driver=driver)
     assert len(log_lines(tmp_path / "ops.log")) == 1
     answers = [json.loads(line) for line in log_lines(tmp_path / "answers")]
     assert len(answers) == n
@@ -752,23 +762,27 @@ def test_four_processes_by_fifty_keys_run_each_key_exactly_once(
     assert all(store.result(f"k-{i}") is not None for i in range(keys))
 
 
-def run_worker(mode: str, durable: Backend, work: Path) -> subprocess.CompletedProcess[str]:
+def run_worker(
+    mode: str, durable: Backend, work: Path, driver: str = "sync"
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(WORKER), mode, durable.spec, "k", str(work)],
-        env=worker_env(), capture_output=True, text=True, timeout=60, check=False,
+        env={**worker_env(), "AGENTKIT_TEST_DRIVER": driver},
+        capture_output=True, text=True, timeout=60, check=False,
     )
 
 
+@DRIVERS
 def test_crash_after_the_write_is_recovered_without_a_second_write(
-    durable: Backend, tmp_path: Path
+    durable: Backend, tmp_path: Path, driver: str
 ) -> None:
     """A child claims, writes and is SIGKILLed; a new process's status lookup recovers."""
-    child = run_worker("crash_after_write", durable, tmp_path)
+    child = run_worker("crash_after_write", durable, tmp_path, driver)
     assert child.returncode == -signal.SIGKILL, child.stderr
     assert len(log_lines(tmp_path / "ops.log")) == 1
     claims = durable.sql("SELECT host, pid FROM agentkit_keys WHERE result IS NULL")
     assert len(claims) == 1  # the dead child's claim is still there, lease unexpired
-    recovered = run_worker("recover", durable, tmp_path)  # default lease: the dead pid is gone
+    recovered = run_worker("recover", durable, tmp_path, driver)  # the dead pid is gone
     assert recovered.returncode == 0, recovered.stderr
     assert [json.loads(line) for line in log_lines(tmp_path / "answers")] == [
         {"ok": True, "data": "sent"}
@@ -780,17 +794,51 @@ def test_crash_after_the_write_is_recovered_without_a_second_write(
     assert len(log_lines(tmp_path / "ops.log")) == 1  # no key ran twice
 
 
-def test_crash_before_the_write_runs_once_after_recovery(durable: Backend, tmp_path: Path) -> None:
-    child = run_worker("crash_before_write", durable, tmp_path)
+@DRIVERS
+def test_crash_before_the_write_runs_once_after_recovery(
+    durable: Backend, tmp_path: Path, driver: str
+) -> None:
+    child = run_worker("crash_before_write", durable, tmp_path, driver)
     assert child.returncode == -signal.SIGKILL, child.stderr
     assert len(log_lines(tmp_path / "started")) == 1
     assert log_lines(tmp_path / "ops.log") == []
     for _ in range(2):  # the first new process writes; the second finds it done
-        recovered = run_worker("recover", durable, tmp_path)
+        recovered = run_worker("recover", durable, tmp_path, driver)
         assert recovered.returncode == 0, recovered.stderr
     answers = [json.loads(line) for line in log_lines(tmp_path / "answers")]
     assert answers == [{"ok": True, "data": "sent"}, {"ok": True, "data": "sent", "replayed": True}]
     assert len(log_lines(tmp_path / "ops.log")) == 1
+
+
+@DRIVERS
+def test_crash_before_the_claim_leaves_the_key_free(
+    durable: Backend, tmp_path: Path, driver: str
+) -> None:
+    child = run_worker("crash_before_claim", durable, tmp_path, driver)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    assert durable.sql("SELECT key FROM agentkit_keys") == []
+    recovered = run_worker("recover", durable, tmp_path, driver)
+    assert recovered.returncode == 0, recovered.stderr
+    assert [json.loads(line) for line in log_lines(tmp_path / "answers")] == [
+        {"ok": True, "data": "sent"}
+    ]
+    assert len(log_lines(tmp_path / "ops.log")) == 1
+
+
+@DRIVERS
+def test_crash_after_the_result_replays_it(durable: Backend, tmp_path: Path, driver: str) -> None:
+    child = run_worker("crash_after_result", durable, tmp_path, driver)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    assert len(log_lines(tmp_path / "ops.log")) == 1
+    assert durable.sql("SELECT token, result FROM agentkit_keys") == [
+        (None, '{"data":"sent","ok":true}')
+    ]
+    recovered = run_worker("recover", durable, tmp_path, driver)
+    assert recovered.returncode == 0, recovered.stderr
+    assert [json.loads(line) for line in log_lines(tmp_path / "answers")] == [
+        {"ok": True, "data": "sent", "replayed": True}
+    ]
+    assert len(log_lines(tmp_path / "ops.log")) == 1  # no key ran twice
 
 
 def test_a_live_owner_is_never_taken_over_until_it_dies(durable: Backend, tmp_path: Path) -> None:
