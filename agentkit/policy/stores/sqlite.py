@@ -44,7 +44,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 from agentkit.policy.stores.algorithm import (
     CLAIMED,
@@ -382,6 +382,17 @@ class SQLiteIdempotencyStore(StoreBase):
                 return
         conn.close()
 
+    def _failed(self, conn: sqlite3.Connection, exc: sqlite3.Error, full_sync: bool) -> NoReturn:
+        """Give the connection back (or close it) and raise the StoreError for ``exc``."""
+        healthy = _is_locked(exc)  # a lock timeout leaves the connection usable
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            healthy = False
+        self._checkin(conn, healthy=healthy, full_sync=full_sync)
+        raise StoreError(f"{self.path}: {self._reason(exc)}") from exc
+
     @contextmanager
     def _connection(self, full_sync: bool) -> Iterator[sqlite3.Connection]:
         """A pooled connection of that durability; every sqlite3 error is a StoreError."""
@@ -420,23 +431,32 @@ class SQLiteIdempotencyStore(StoreBase):
         """A read (a replay never takes the write lock), then for a free key one
         ``INSERT OR IGNORE`` (the primary key makes it atomic); a key claimed already takes
         the careful path, one ``BEGIN IMMEDIATE`` transaction."""
-        with self._connection(full_sync) as conn:
+        conn = self._checkout(full_sync)  # (no context manager: this is the hot path)
+        try:
             row = conn.execute(_ENTRY, (key,)).fetchone()
             if row is None:
                 mine = self.new_claim(fingerprint, self.clock(), ttl)
                 inserted = conn.execute(_INSERT_CLAIM, (key, *_claim_row(mine), time.time()))
                 if inserted.rowcount == 1:
+                    self._checkin(conn, healthy=True, full_sync=full_sync)
                     return (CLAIMED, mine)
-            elif row[0] is not None:
-                return self._replay((row[1], row[0]), fingerprint)
+        except sqlite3.Error as exc:
+            self._failed(conn, exc, full_sync)
+        self._checkin(conn, healthy=True, full_sync=full_sync)
+        if row is not None and row[0] is not None:
+            return self._replay((row[1], row[0]), fingerprint)
         return self.claim_carefully(key, fingerprint, ttl, may_take_over, full_sync)
 
     def complete(self, key: str, mine: Claim, result: Result, full_sync: bool = False) -> None:
         """One UPDATE on the claim's row, at NORMAL even for ``full_sync`` (only the claim
         needs the fsync: a result lost in a power cut leaves the claim for the lookup)."""
         text = self.result_text(key, mine, result)
-        with self._connection(False) as conn:
+        conn = self._checkout(False)
+        try:
             still_mine = _complete(conn, key, mine.token, mine.fingerprint, text)
+        except sqlite3.Error as exc:
+            self._failed(conn, exc, False)
+        self._checkin(conn, healthy=True)
         if not still_mine:
             self.claim_lost(key)
 
