@@ -673,14 +673,28 @@ def test_sqlite_restart_replays_and_keeps_approvals(sqlite_path: Path) -> None:
     assert op.calls == 1
 
 
-def test_sqlite_full_sync_is_reset_after_the_call(sqlite_path: Path) -> None:
+def test_sqlite_only_the_claim_is_flushed_on_its_own_connection(sqlite_path: Path) -> None:
+    """full_sync: the claim commits on a connection that is always synchronous=FULL, the
+    result on one that is always NORMAL (a lost result leaves the claim for the lookup);
+    no PRAGMA is toggled per call."""
     with SQLiteIdempotencyStore(sqlite_path) as store:
-        store.run_once("k", Op(OK), full_sync=True)
-        conn = store._checkout()
-        try:
-            assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
-        finally:
-            store._checkin(conn, healthy=True)
+        store.run_once("warm-up", Op(OK), full_sync=True)  # one connection of each level
+        statements: list[tuple[int, str]] = []
+        for full_sync, idle in store._idle.items():
+            [conn] = idle
+            level = conn.execute("PRAGMA synchronous").fetchone()[0]
+            assert level == (2 if full_sync else 1)  # FULL, NORMAL
+
+            def trace(statement: str, level: int = level) -> None:
+                statements.append((level, statement))
+
+            conn.set_trace_callback(trace)
+        assert store.run_once("k", Op(OK), "fp", full_sync=True) == OK
+        claims = [level for level, sql in statements if sql.startswith("INSERT OR IGNORE")]
+        results = [level for level, sql in statements if sql.startswith("UPDATE keys SET result")]
+        assert (claims, results) == ([2], [1])
+        assert not any("PRAGMA" in sql for _, sql in statements)
+        assert len(statements) == 3  # the read, the claim, the result: no BEGIN, no COMMIT
 
 
 def test_sqlite_closed_store_refuses_work(sqlite_path: Path) -> None:

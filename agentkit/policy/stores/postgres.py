@@ -16,40 +16,50 @@ Owners on other hosts
     nothing, so a foreign claim is judged by its lease alone.
 
 Atomic sections
-    A write runs in one transaction that first takes a transaction-scoped advisory lock on
-    the key (``pg_advisory_xact_lock``), so every check-then-write on one key is serialised
-    across connections and hosts, while different keys never wait for each other. Inserts
-    are ``ON CONFLICT DO NOTHING`` and takeovers compare-and-swap on the claim's token, so
-    even without the lock two workers could not both claim.
+    One row per key (``agentkit_keys``): a claim while ``result`` is NULL, a completed key
+    once it is set. A new key's claim is one statement, an ``INSERT ... ON CONFLICT DO
+    NOTHING`` (atomic on the primary key) that also reads the row already there, and its
+    completion one ``UPDATE ... WHERE key = %s AND token = %s``. A key claimed already takes
+    the careful path: one transaction that first takes a transaction-scoped advisory lock on
+    the key (``pg_advisory_xact_lock``), so its check-then-write is serialised across
+    connections and hosts, while different keys never wait for each other; a takeover
+    compares-and-swaps on the claim's token.
 
 Durability
-    Connections run with ``synchronous_commit = on``: a commit returns only once it is
-    flushed to the server's write-ahead log. That is kept for every transaction that takes a
-    claim (a new claim or a takeover: a claim lost in a server crash could let a worker on
-    another host run a write that is still running) and for every ``full_sync`` one (an
-    irreversible write's result, every approval). The other writes of a reversible call (its
-    stored result, a freed or abandoned claim) commit with ``synchronous_commit = off``, as
-    SQLite's NORMAL mode does: a server crash may forget them, and then the durable claim
-    comes back and the status lookup settles it, so nothing runs twice; the call saves one
-    WAL flush wait.
+    A claim lost in a server crash could let a worker on another host run a write that is
+    still running, so claims (and approvals) go through sessions with ``synchronous_commit =
+    on``: the commit returns once it is flushed to the write-ahead log. Results, freed and
+    abandoned claims go through sessions with ``synchronous_commit = off``, even for
+    ``full_sync`` calls: a server crash may forget them, and then the durable claim comes
+    back and the status lookup settles it, so nothing runs twice. Each level is its own
+    connection pool, set once with the connection's startup options.
+
+Lock bounds
+    Every session runs with ``lock_timeout = busy_timeout_seconds`` (10 s) and
+    ``statement_timeout`` four times that: a key's advisory lock, a row or a ``LOCK TABLE``
+    held by another session (a stuck worker, an operator) makes the step fail with
+    :class:`~agentkit.policy.stores.algorithm.StoreError` within that bound, and a claim that
+    could not be taken is ``busy``, nothing ran.
 
 Schema and connections
-    The tables (``agentkit_results``, ``agentkit_claims``, ``agentkit_approvals``) are
-    created on first use inside one transaction guarded by an advisory lock, so workers that
-    start at once create them once; the version is recorded in ``agentkit_schema``, and a
-    database whose version is newer than this code knows is refused with a clear error.
-    Connections come from a ``psycopg_pool.ConnectionPool``. One the server has left (a
-    restart, ``pg_terminate_backend``) is recognised before use, without a round trip, by
-    its socket having something to read, and replaced: a restart costs the next call only
-    a reconnect. A server that cannot be reached makes ``run_once`` answer ``busy`` (logged
-    with the address and the reason); a connection that dies during a call makes that call
-    ``busy`` before the claim, ``outcome_unknown`` after the operation ran.
+    The tables (``agentkit_keys``, ``agentkit_approvals``) are created on first use inside
+    one transaction guarded by an advisory lock, so workers that start at once create them
+    once; the version is recorded in ``agentkit_schema``. Version 1's tables
+    (``agentkit_results`` and ``agentkit_claims``) are migrated in place; a database whose
+    version is newer than this code knows is refused with a clear error. Connections come
+    from ``psycopg_pool`` pools (async ones for the ``a*`` twins). One the server has left
+    (a restart, ``pg_terminate_backend``) is recognised before use, without a round trip,
+    by its socket having something to read, and replaced: a restart costs the next call
+    only a reconnect. A server that cannot be reached makes ``run_once`` answer ``busy``
+    (logged with the address, never the password); a connection that dies during a call
+    makes that call ``busy`` before the claim, ``outcome_unknown`` after the operation ran.
 
 Round trips
-    Each transaction runs in pipeline mode: statements whose answer the algorithm does not
-    need (BEGIN, the per-key lock, the stored result) are queued and travel with the next
-    one that is answered. A new key costs about six round trips and one WAL flush wait
-    (the claim's), against two and one for a bare INSERT and COMMIT.
+    A new key costs two round trips (the claim, the completion) and one WAL flush wait (the
+    claim's), against two and one for a bare INSERT and COMMIT; a replay costs one. The
+    careful path and the approval records run in pipeline mode: statements whose answer the
+    algorithm does not need (BEGIN, the lock, the COMMIT) travel with the next one that is
+    answered, and no Sync is sent empty.
 """
 
 from __future__ import annotations

@@ -8,17 +8,27 @@ SQLite durability (``PRAGMA synchronous``)
     acceptable for reversible writes: a lost claim or result only means the tool's status
     lookup is asked again, and it re-checks the real output. It is not acceptable for an
     irreversible write, whose claim must be on disk *before* the message or payment goes
-    out, or a reboot could forget it and send it twice. So ``run_once(..., full_sync=True)``
-    and every approval write commit with ``synchronous=FULL`` (fsync at every commit).
+    out, or a reboot could forget it and send it twice. So the claim of
+    ``run_once(..., full_sync=True)`` and every approval write commit with
+    ``synchronous=FULL`` (fsync at every commit), on connections kept at that level (a pool
+    per level: nothing is toggled per call). The result's commit need not be flushed: a
+    power cut that loses it leaves the durable claim, and the status lookup settles the key.
 
-SQLite concurrency
-    Every check-then-write (claim, takeover, completion, approval compare-and-swap) runs in
-    a ``BEGIN IMMEDIATE`` transaction, which takes the database's write lock up front, so
-    two processes can never both see "free" and both claim. The operation and the status
-    lookup run outside any transaction: a slow tool never holds the lock. Storing the
-    result and removing the claim is one transaction, so no crash can leave "done" without
-    a result or a result still claimed. Connections are pooled per store and never used by
-    two threads at once; a busy database is waited for up to ``busy_timeout`` (10 s).
+SQLite concurrency and cost
+    One row per key (``keys``): a claim while ``result`` is NULL, a completed key once it is
+    set. A new key is one read (a replay never takes the write lock), one ``INSERT OR
+    IGNORE`` (atomic on the primary key: two processes can never both claim) and, once the
+    operation returns, one ``UPDATE ... WHERE key = ? AND token = ?``: each is its own
+    autocommit transaction. A key claimed already (in progress, stale, taken over) takes the
+    careful path, a ``BEGIN IMMEDIATE`` transaction that takes the database's write lock up
+    front. The operation and the status lookup run outside any transaction: a slow tool
+    never holds the lock. Connections are pooled per store and never used by two threads at
+    once; a busy database is waited for up to ``busy_timeout`` (10 s).
+
+Schema version
+    ``PRAGMA user_version`` holds the layout's version (:data:`SCHEMA_VERSION`). A file of
+    version 1 (a ``results`` and a ``claims`` table) is migrated in place, in one
+    transaction, when a store opens it; a newer one is refused with a clear error.
 
 Failures
     Every ``sqlite3`` error (a lock held past ``busy_timeout``, a corrupt or read-only file,
