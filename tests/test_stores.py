@@ -1576,3 +1576,71 @@ def test_pg_a_locked_table_is_busy_through_the_runner_and_nothing_runs(
     other_session.execute("ROLLBACK")
     assert runner.call("save", {"name": "b.md"})["ok"] is True
     assert calls == [1, 1]
+
+
+# --------------------------------------------------------------------------- PostgreSQL: async twins
+
+
+def test_pg_async_twins_keep_every_step_s_semantics(pg: Backend) -> None:
+    """Interface B's async twins answer as the sync steps do: claim, replay, conflict,
+    in_progress, a stale claim (taken over, or unknown without a lookup), drop, abandon, and
+    the approval records' insert-if-absent and compare-and-swap."""
+    import asyncio
+
+    from agentkit.policy.stores.algorithm import CLAIMED, TAKEN_OVER
+
+    store = pg(TINY_TTL)
+    sync_view = pg()
+
+    async def main() -> None:
+        first = await store.aclaim("k", "fp", 300, may_take_over=False)
+        assert isinstance(first, tuple) and first[0] == CLAIMED
+        mine = first[1]
+        assert await store.aclaim("k", "fp", 300, may_take_over=True) == {
+            "ok": False, "error": "in_progress", "retryable": True}
+        assert (await store.aclaim("k", "other", 300, may_take_over=False))["error"] == (
+            "idempotency_conflict")
+        await store.acomplete("k", mine, dict(OK))
+        assert await store.aclaim("k", "fp", 300, may_take_over=False) == {**OK, "replayed": True}
+
+        dropped = await store.aclaim("d", "fp", 300, may_take_over=False)
+        assert isinstance(dropped, tuple)
+        await store.adrop("d", dropped[1])
+        again = await store.aclaim("d", "fp", 300, may_take_over=False)
+        assert isinstance(again, tuple) and again[0] == CLAIMED  # the key was free
+
+        stale = await store.aclaim("s", "fp", 300, may_take_over=False)
+        assert isinstance(stale, tuple)
+        await store.aabandon_claim("s", stale[1])  # stale at once
+        assert (await store.aclaim("s", "fp", 300, may_take_over=False))["error"] == (
+            "outcome_unknown")
+        taken = await store.aclaim("s", "fp", 300, may_take_over=True)
+        assert isinstance(taken, tuple) and taken[0] == TAKEN_OVER
+        assert taken[1].token != stale[1].token
+        await store.acomplete("s", stale[1], {"ok": True, "data": "late"})  # lost: kept anyway
+        await store.acomplete("s", taken[1], dict(OK))  # the first result wins
+
+        record = {"state": "pending", "n": 1}
+        assert await store.acreate_approval("a1", record) == record
+        assert await store.acreate_approval("a1", {"state": "other"}) == record
+        assert await store.aupdate_approval("a1", "pending", {"state": "approved"})
+        assert not await store.aupdate_approval("a1", "pending", {"state": "denied"})
+        assert await store.aget_approval("a1") == {"state": "approved"}
+        assert await store.aget_approval("nope") is None
+        assert await store.alist_approvals("approved") == [{"state": "approved"}]
+        await store.aclose()
+
+    asyncio.run(main())
+    assert sync_view.result("k") == OK
+    assert sync_view.result("s") == {"ok": True, "data": "late"}
+    assert sync_view.list_approvals() == [{"state": "approved"}]
+
+
+def test_blocking_says_which_steps_may_run_on_an_event_loop(tmp_path: Path) -> None:
+    assert IdempotencyStore.blocking is False  # a dict under a lock held for microseconds
+    assert SQLiteIdempotencyStore.blocking is True
+    assert PostgresIdempotencyStore.blocking is True
+    assert not hasattr(SQLiteIdempotencyStore, "aclaim")  # the driver uses a worker thread
+    assert all(hasattr(PostgresIdempotencyStore, name) for name in (
+        "aclaim", "acomplete", "adrop", "aabandon_claim", "acreate_approval", "aget_approval",
+        "aupdate_approval", "alist_approvals"))
