@@ -199,8 +199,8 @@ class StoreBase:
     #: than its per-key lock, reads inside the claiming transaction instead.
     read_before_claim = True
 
-    #: The steps wait for I/O or another process (interface B): an async driver runs them on
-    #: a worker thread. The memory store's steps only take a lock held for microseconds.
+    #: Whether a step may wait (on a lock, a disk, a network): the async runner then runs it on
+    #: a worker thread (or the store's async twin ``a<step>``), never on the event loop.
     blocking = True
 
     def __init__(self, claim_ttl_seconds: float) -> None:
@@ -384,7 +384,7 @@ class StoreBase:
         """The stored completed result (a fresh copy), or None."""
         with self.transaction(write=False) as tx:
             stored = tx.result(key)
-        return None if stored is None else loads(stored[1])
+        return None if stored is None else _loads(stored[1])
 
     def create_approval(self, approval_id: str, record: dict[str, Any]) -> dict[str, Any]:
         """Insert the record unless one with this id exists; return the stored one (a copy).
@@ -398,13 +398,13 @@ class StoreBase:
             existing = tx.approval(approval_id)
             if existing is None:
                 tx.insert_approval(approval_id, record["state"], text)
-        return loads(text if existing is None else existing)
+        return _loads(text if existing is None else existing)
 
     def get_approval(self, approval_id: str) -> dict[str, Any] | None:
         """A fresh copy of the record, or None."""
         with self.transaction(write=False) as tx:
             text = tx.approval(approval_id)
-        return None if text is None else loads(text)
+        return None if text is None else _loads(text)
 
     def update_approval(
         self, approval_id: str, expected_state: str, record: dict[str, Any]
@@ -414,7 +414,7 @@ class StoreBase:
         with self.transaction(write=True, full_sync=True) as tx:
             tx.lock(approval_id)
             current = tx.approval(approval_id)
-            if current is None or loads(current).get("state") != expected_state:
+            if current is None or _loads(current).get("state") != expected_state:
                 return False
             tx.replace_approval(approval_id, record["state"], text)
             return True
@@ -424,7 +424,7 @@ class StoreBase:
         only those in ``state`` when it is given."""
         with self.transaction(write=False) as tx:
             texts = tx.approvals(state)
-        return [loads(text) for text in texts]
+        return [_loads(text) for text in texts]
 
     def close(self) -> None:
         """Release resources; the memory store has none."""
@@ -441,7 +441,7 @@ class StoreBase:
     def _replay(stored: tuple[str | None, str], fingerprint: str | None) -> Result:
         if conflicts(fingerprint, stored[0]):
             return failure(ErrorCode.IDEMPOTENCY_CONFLICT)
-        result = loads(stored[1])
+        result = _loads(stored[1])
         result["replayed"] = True
         return result
 
@@ -449,25 +449,6 @@ class StoreBase:
         if is_live(claim.token):
             return False  # its attempt is running in this process, whatever the lease says
         return claim.lease_until <= now or self.owner_gone(claim)
-
-    def _decide(
-        self, tx: Transaction, key: str, fingerprint: str | None, ttl: float, *,
-        may_take_over: bool,
-    ) -> Result | tuple[str, Claim]:
-        """Inside one atomic section: a final answer, or the claim this caller now holds."""
-        tx.lock(key)
-        stored = tx.result(key)
-        claim = None if stored is not None else tx.claim(key)
-        plan = self.judge(stored, claim, tx.now(), fingerprint, ttl, may_take_over=may_take_over)
-        if isinstance(plan, dict):
-            return plan
-        kind, mine, old_token = plan
-        if old_token is None:
-            if not tx.insert_claim(key, mine):
-                return failure(ErrorCode.IN_PROGRESS)
-        elif not tx.replace_claim(key, old_token, mine):
-            return failure(ErrorCode.IN_PROGRESS)
-        return (kind, mine)
 
     def judge(
         self, stored: tuple[str | None, str] | None, claim: Claim | None, now: float,
@@ -488,6 +469,26 @@ class StoreBase:
             # Nobody can say whether the write landed; leave the claim for a lookup or a human.
             return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
         return (TAKEN_OVER, self.new_claim(claim.fingerprint, now, ttl), claim.token)
+
+    def _decide(
+        self, tx: Transaction, key: str, fingerprint: str | None, ttl: float, *,
+        may_take_over: bool,
+    ) -> Result | tuple[str, Claim]:
+        """Inside one atomic section: a final answer, or the claim this caller now holds."""
+        tx.lock(key)
+        stored = tx.result(key)
+        claim = None if stored is not None else tx.claim(key)
+        plan = self.judge(stored, claim, tx.now(), fingerprint, ttl, may_take_over=may_take_over)
+        if isinstance(plan, dict):
+            return plan
+        _, mine, old_token = plan
+        if old_token is None:
+            if not tx.insert_claim(key, mine):
+                return failure(ErrorCode.IN_PROGRESS)
+            return (CLAIMED, mine)
+        if not tx.replace_claim(key, old_token, mine):
+            return failure(ErrorCode.IN_PROGRESS)
+        return (TAKEN_OVER, mine)
 
     def _recover(
         self, key: str, mine: Claim, recover: Callable[[], Result | None], full_sync: bool
@@ -559,7 +560,11 @@ def _is_unknown(result: Any) -> bool:
     return isinstance(result, dict) and result.get("error") == ErrorCode.OUTCOME_UNKNOWN
 
 
-def loads(text: str) -> dict[str, Any]:
+def _loads(text: str) -> dict[str, Any]:
     value = json.loads(text)
     assert isinstance(value, dict)
     return value
+
+
+#: A stored record's JSON text as a fresh dict, for a backend's own paths.
+loads = _loads

@@ -113,10 +113,10 @@ class IdempotencyStore(StoreBase):
 
     ``max_keys`` bounds the completed results kept (oldest completed evicted first; claims
     and approvals never). ``clock`` (seconds, default ``time.time``) times the leases; tests
-    inject one. Its steps never wait on I/O (``blocking = False``): an async driver may call
-    them on the event loop.
+    inject one.
     """
 
+    #: A step holds one in-process lock for microseconds: the async runner calls it on its loop.
     blocking = False
 
     def __init__(
