@@ -1644,3 +1644,22 @@ def test_blocking_says_which_steps_may_run_on_an_event_loop(tmp_path: Path) -> N
     assert all(hasattr(PostgresIdempotencyStore, name) for name in (
         "aclaim", "acomplete", "adrop", "aabandon_claim", "acreate_approval", "aget_approval",
         "aupdate_approval", "alist_approvals"))
+
+
+def test_pg_a_completion_whose_connection_died_is_sent_again(
+    pg: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Completing, freeing and abandoning act only on our own token, so a connection that
+    dies under them (unnoticed before use) is replaced and the step repeated: the call is
+    ok, not outcome_unknown. A claim is never repeated this way."""
+    from agentkit.policy.stores import postgres
+
+    store, op = pg(pool_size=1), Op(OK)
+    assert store.run_once("a", op, "fp") == OK
+    with store._current_pool(False).connection() as conn:
+        relaxed = conn.info.backend_pid
+    monkeypatch.setattr(postgres, "_looks_dead", lambda conn: False)  # the race, made certain
+    pg.sql("SELECT pg_terminate_backend(%s, 10000)", (relaxed,))
+    assert store.run_once("b", op, "fp") == OK
+    assert store.result("b") == OK
+    assert op.calls == 2

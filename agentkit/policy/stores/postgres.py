@@ -68,9 +68,9 @@ import contextlib
 import os
 import select
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentkit.boundary.errors import ErrorCode, failure
 from agentkit.policy.stores.algorithm import (
@@ -94,6 +94,8 @@ if TYPE_CHECKING:
 
 __all__ = ["BUSY_TIMEOUT_SECONDS", "SCHEMA_VERSION", "PostgresIdempotencyStore",
            "PostgresTransaction"]
+
+_T = TypeVar("_T")
 
 #: The version of the tables below; a database with a lower one is migrated in place, one
 #: with a higher one is refused.
@@ -560,20 +562,35 @@ class PostgresIdempotencyStore(StoreBase):
         ``full_sync`` (only the claim needs it: a lost result leaves the claim for the
         status lookup)."""
         text = self.result_text(key, mine, result)
-        with self._connection(durable=False) as conn:
+
+        def work(conn: psycopg.Connection[Any]) -> bool:
             if conn.execute(_COMPLETE, (text, key, mine.token)).rowcount == 1:
-                return
+                return True
             conn.execute(_COMPLETE_LOST, (key, mine.fingerprint, text))
-        self.claim_lost(key)
+            return False
+
+        if not self._again_if_lost(work):
+            self.claim_lost(key)
 
     def drop(self, key: str, mine: Claim) -> None:
-        with self._connection(durable=False) as conn:
-            conn.execute(_DROP, (key, mine.token))
+        self._again_if_lost(lambda conn: conn.execute(_DROP, (key, mine.token)))
 
     def abandon_claim(self, key: str, mine: Claim) -> None:
         let_go(mine.token)
+        self._again_if_lost(lambda conn: conn.execute(_ABANDON, (key, mine.token)))
+
+    def _again_if_lost(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        """Run a step that is safe to repeat (it acts only on our own token) on the relaxed
+        pool; a connection that dies under it (a server restart, ``pg_terminate_backend``)
+        is replaced and the step sent once more."""
+        try:
+            with self._connection(durable=False) as conn:
+                return work(conn)
+        except StoreError as exc:
+            if not _lost(exc.__cause__):
+                raise
         with self._connection(durable=False) as conn:
-            conn.execute(_ABANDON, (key, mine.token))
+            return work(conn)
 
     # ---- async twins (interface B): psycopg's async pool, no thread parked on the network
 
@@ -678,22 +695,43 @@ class PostgresIdempotencyStore(StoreBase):
     ) -> None:
         """:meth:`complete` on the event loop."""
         text = self.result_text(key, mine, result)
-        async with self._aconnection(durable=False) as conn:
+
+        async def work(conn: Any) -> bool:
             if (await conn.execute(_COMPLETE, (text, key, mine.token))).rowcount == 1:
-                return
+                return True
             await conn.execute(_COMPLETE_LOST, (key, mine.fingerprint, text))
-        self.claim_lost(key)
+            return False
+
+        if not await self._aagain_if_lost(work):
+            self.claim_lost(key)
 
     async def adrop(self, key: str, mine: Claim) -> None:
         """:meth:`drop` on the event loop."""
-        async with self._aconnection(durable=False) as conn:
+
+        async def work(conn: Any) -> None:
             await conn.execute(_DROP, (key, mine.token))
+
+        await self._aagain_if_lost(work)
 
     async def aabandon_claim(self, key: str, mine: Claim) -> None:
         """:meth:`abandon_claim` on the event loop."""
         let_go(mine.token)
-        async with self._aconnection(durable=False) as conn:
+
+        async def work(conn: Any) -> None:
             await conn.execute(_ABANDON, (key, mine.token))
+
+        await self._aagain_if_lost(work)
+
+    async def _aagain_if_lost(self, work: Callable[[Any], Awaitable[_T]]) -> _T:
+        """:meth:`_again_if_lost` on the event loop."""
+        try:
+            async with self._aconnection(durable=False) as conn:
+                return await work(conn)
+        except StoreError as exc:
+            if not _lost(exc.__cause__):
+                raise
+        async with self._aconnection(durable=False) as conn:
+            return await work(conn)
 
     async def acreate_approval(self, approval_id: str, record: dict[str, Any]) -> dict[str, Any]:
         """:meth:`create_approval` on the event loop."""
@@ -778,6 +816,15 @@ async def _to_thread(fn: Any) -> None:
     import asyncio
 
     await asyncio.to_thread(fn)
+
+
+def _lost(exc: BaseException | None) -> bool:
+    """The connection died under the statement (not a timeout, not a refusal)."""
+    import psycopg
+
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    return getattr(exc, "sqlstate", None) in (None, "57P01", "57P02", "57P03")  # shutdowns
 
 
 def _looks_dead(conn: Any) -> bool:
