@@ -65,7 +65,6 @@ Round trips
 from __future__ import annotations
 
 import contextlib
-import os
 import select
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -84,7 +83,7 @@ from agentkit.policy.stores.algorithm import (
     loads,
     record_text,
 )
-from agentkit.policy.stores.owner import owner_gone
+from agentkit.policy.stores.owner import owner_gone, this_process
 
 if TYPE_CHECKING:
     import asyncio
@@ -422,11 +421,11 @@ class PostgresIdempotencyStore(StoreBase):
         with self._schema_lock:
             if self._closed:
                 raise StoreError(f"{self.address}: the store is closed")
-            if self._pool_pid != os.getpid():
+            if self._pool_pid != this_process()[0]:
                 # A forked child must not use, nor close, its parent's connections
                 # (closing would end the parent's sessions): keep them untouched.
                 self._inherited.extend(self._pools.values())
-                self._pools, self._pool_pid = {}, os.getpid()
+                self._pools, self._pool_pid = {}, this_process()[0]
             pool = self._pools.get(durable)
             if pool is None:
                 pool = self._pools[durable] = self._new_pool(durable)
@@ -782,7 +781,7 @@ class PostgresIdempotencyStore(StoreBase):
             if self._closed:
                 return
             self._closed = True
-            pools = list(self._pools.values()) if self._pool_pid == os.getpid() else []
+            pools = list(self._pools.values()) if self._pool_pid == this_process()[0] else []
             apools, self._apools = list(self._apools.values()), {}
         for pool in pools:
             pool.close()

@@ -64,7 +64,7 @@ from agentkit.policy.stores.algorithm import (
     StoreError,
     let_go,
 )
-from agentkit.policy.stores.owner import owner_gone
+from agentkit.policy.stores.owner import owner_gone, this_process
 
 __all__ = ["BUSY_TIMEOUT_SECONDS", "SCHEMA_VERSION", "SQLiteIdempotencyStore", "SQLiteTransaction"]
 
@@ -277,7 +277,7 @@ class SQLiteIdempotencyStore(StoreBase):
         # never toggled per call. False: NORMAL; True: FULL (claims of full_sync calls, approvals).
         self._idle: dict[bool, list[sqlite3.Connection]] = {False: [], True: []}
         self._inherited: list[sqlite3.Connection] = []
-        self._pid = os.getpid()
+        self._pid = this_process()[0]
         self._closed = False
         conn = self._connect(full_sync=False)
         try:
@@ -374,12 +374,12 @@ class SQLiteIdempotencyStore(StoreBase):
         with self._pool_lock:
             if self._closed:
                 raise StoreError(f"{self.path}: the store is closed")
-            if self._pid != os.getpid():
+            if self._pid != this_process()[0]:
                 # A forked child must not use (or close) its parent's connections.
                 for idle in self._idle.values():
                     self._inherited.extend(idle)
                     idle.clear()
-                self._pid = os.getpid()
+                self._pid = this_process()[0]
             idle = self._idle[full_sync]
             if idle:
                 return idle.pop()
@@ -387,7 +387,7 @@ class SQLiteIdempotencyStore(StoreBase):
 
     def _checkin(self, conn: sqlite3.Connection, *, healthy: bool, full_sync: bool = False) -> None:
         with self._pool_lock:
-            if healthy and not self._closed and self._pid == os.getpid():
+            if healthy and not self._closed and self._pid == this_process()[0]:
                 self._idle[full_sync].append(conn)
                 return
         conn.close()
