@@ -1209,13 +1209,20 @@ def test_pg_only_claims_and_approvals_wait_for_the_flush(
     Each level has its own connections: nothing is toggled per call."""
     import psycopg
 
-    store = pg()
+    store = pg(pool_size=1)  # one session per level
     store.result("warm-up")
+    durable_sessions = set()
+    for level in (True, False):
+        with store._current_pool(level).connection() as conn:
+            setting = conn.execute("SHOW synchronous_commit").fetchone()
+            assert setting == ("on" if level else "off",)
+            if level:
+                durable_sessions.add(conn.info.backend_pid)
     sent: list[tuple[str, bool]] = []
     execute = psycopg.Connection.execute
 
     def recording(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append((str(query), "synchronous_commit=on" in self.info.options))
+        sent.append((str(query), self.info.backend_pid in durable_sessions))
         return execute(self, query, *args, **kwargs)
 
     monkeypatch.setattr(psycopg.Connection, "execute", recording)

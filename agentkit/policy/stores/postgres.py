@@ -32,7 +32,7 @@ Durability
     abandoned claims go through sessions with ``synchronous_commit = off``, even for
     ``full_sync`` calls: a server crash may forget them, and then the durable claim comes
     back and the status lookup settles it, so nothing runs twice. Each level is its own
-    connection pool, set once with the connection's startup options.
+    connection pool, whose sessions are set once when they connect.
 
 Lock bounds
     Every session runs with ``lock_timeout = busy_timeout_seconds`` (10 s) and
@@ -309,21 +309,18 @@ def _address(dsn: str) -> str:
     return f"postgresql://{user}{host}{port}/{parts.get('dbname') or ''}"
 
 
-def _options(dsn: str, *, durable: bool, busy_timeout: float) -> str:
-    """The DSN's own ``options`` plus this store's session settings, sent with the startup
-    packet: no round trip per connection, nothing toggled per call."""
-    try:
-        from psycopg.conninfo import conninfo_to_dict
+_SESSION = (
+    "SELECT set_config('synchronous_commit', %s, false), set_config('lock_timeout', %s, false),"
+    " set_config('statement_timeout', %s, false)"
+)
 
-        own = str(conninfo_to_dict(dsn).get("options") or "")
-    except Exception:
-        own = ""
+
+def _session(*, durable: bool, busy_timeout: float) -> tuple[str, str, str]:
+    """A pooled session's settings: its durability level and its lock bounds (one statement,
+    once per connection; not startup ``options``, which connection poolers such as
+    PgBouncer refuse)."""
     lock_ms = max(1, round(busy_timeout * 1000))
-    settings = (
-        f"-c synchronous_commit={'on' if durable else 'off'}"
-        f" -c lock_timeout={lock_ms} -c statement_timeout={4 * lock_ms}"
-    )
-    return f"{own} {settings}".strip()
+    return ("on" if durable else "off", f"{lock_ms}ms", f"{4 * lock_ms}ms")
 
 
 class PostgresIdempotencyStore(StoreBase):
@@ -383,22 +380,27 @@ class PostgresIdempotencyStore(StoreBase):
 
     # ---- connections
 
-    def _kwargs(self, durable: bool) -> dict[str, Any]:
-        return {
-            "autocommit": True,
-            "connect_timeout": max(1, round(self.connect_timeout_seconds)),
-            "options": _options(self._dsn, durable=durable, busy_timeout=self.busy_timeout_seconds),
-        }
+    def _kwargs(self) -> dict[str, Any]:
+        return {"autocommit": True, "connect_timeout": max(1, round(self.connect_timeout_seconds))}
+
+    def _settings(self, durable: bool) -> tuple[str, str, str]:
+        return _session(durable=durable, busy_timeout=self.busy_timeout_seconds)
 
     def _new_pool(self, durable: bool) -> psycopg_pool.ConnectionPool[Any]:
         from psycopg_pool import ConnectionPool
+
+        settings = self._settings(durable)
+
+        def configure(conn: psycopg.Connection[Any]) -> None:
+            conn.execute(_SESSION, settings)
 
         pool: psycopg_pool.ConnectionPool[Any] = ConnectionPool(
             self._dsn,
             min_size=1,
             max_size=self.pool_size,
             open=False,
-            kwargs=self._kwargs(durable),
+            kwargs=self._kwargs(),
+            configure=configure,
             timeout=self.connect_timeout_seconds,
             # No background retries with growing back-off: a failed connect gives up at
             # once, and the next call that needs a connection tries afresh, so a server
@@ -604,9 +606,13 @@ class PostgresIdempotencyStore(StoreBase):
         found = self._apools.get(durable)
         if found is not None and found[0] is loop:
             return found[1]
+        settings = self._settings(durable)
+
+        async def configure(conn: Any) -> None:
+            await conn.execute(_SESSION, settings)
         pool: Any = AsyncConnectionPool(
             self._dsn, min_size=1, max_size=self.pool_size, open=False,
-            kwargs=self._kwargs(durable), timeout=self.connect_timeout_seconds,
+            kwargs=self._kwargs(), configure=configure, timeout=self.connect_timeout_seconds,
             reconnect_timeout=0,
             name=f"agentkit {self.address} async {'durable' if durable else 'relaxed'}",
         )
