@@ -414,9 +414,12 @@ class PostgresIdempotencyStore(StoreBase):
     def _reason(self, exc: BaseException) -> str:
         text = str(exc).strip().splitlines()
         reason = f"{type(exc).__name__}: {text[0] if text else 'no detail'}"
-        if getattr(exc, "sqlstate", None) in ("55P03", "57014"):  # lock / statement timeout
+        state = getattr(exc, "sqlstate", None)
+        if state == "55P03":  # lock_timeout
             reason += (f" (a lock held by another session for more than busy_timeout,"
                        f" {self.busy_timeout_seconds:g} s)")
+        elif state == "57014":  # statement_timeout (or a cancel)
+            reason += f" (statement_timeout is {4 * self.busy_timeout_seconds:g} s)"
         return reason
 
     def _current_pool(self, durable: bool) -> psycopg_pool.ConnectionPool[Any]:
