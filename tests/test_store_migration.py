@@ -16,9 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from agentkit.policy.stores import SQLiteIdempotencyStore, StoreError
-from tests.test_stores import (
+from test_stores import (  # tests/ is on sys.path (pytest rootdir-relative import)
     OK,
     UNKNOWN,
     Backend,
@@ -26,6 +24,8 @@ from tests.test_stores import (
     Lookup,
     Op,
 )
+
+from agentkit.policy.stores import SQLiteIdempotencyStore, StoreError
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASE_1 = "3ebacbae9a5aec6523066a3e5671b4034bac10ae"  # the last commit with schema version 1
