@@ -1502,6 +1502,15 @@ def test_pg_a_new_key_costs_two_round_trips_and_a_replay_one(
     assert store.run_once("hung", op, "fp")["error"] == "in_progress"
     assert counted.take() == 3  # the fast claim, then the lock and read, then the commit
     assert op.calls == 3
+    assert store.result("new") == OK  # a read: one statement, no transaction
+    assert counted.take() == 1
+    assert store.create_approval("a1", {"state": "pending"}) == {"state": "pending"}
+    assert counted.take() == 2  # the lock and read, then the insert and commit
+    assert store.update_approval("a1", "pending", {"state": "approved"})
+    assert counted.take() == 2
+    assert store.get_approval("a1") == {"state": "approved"}
+    assert store.list_approvals() == [{"state": "approved"}]
+    assert counted.take() == 2  # one each
 
 
 def test_pg_async_steps_cost_the_same_round_trips(pg: Backend, counted: RoundTrips) -> None:

@@ -215,15 +215,16 @@ class PostgresTransaction:
     order, so a read queued after the lock runs once the lock is held.
     """
 
-    def __init__(self, conn: psycopg.Connection[Any], pipe: psycopg.Pipeline) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], pipe: psycopg.Pipeline | None) -> None:
         self._c = conn
-        self._pipe = pipe
+        self._pipe = pipe  # None: a read, each statement sent and answered at once
         self._row: tuple[str, tuple[Any, ...]] | None = None  # (key, _ENTRY row)
         self.claimed = False  # took a claim: its commit must wait for the WAL flush
 
     def _answered(self, query: str, params: tuple[Any, ...] = ()) -> psycopg.Cursor[Any]:
         cur = self._c.execute(query, params)
-        self._pipe.sync()
+        if self._pipe is not None:
+            self._pipe.sync()
         return cur
 
     def _entry(self, key: str) -> tuple[Any, ...]:
@@ -515,12 +516,16 @@ class PostgresIdempotencyStore(StoreBase):
     ) -> Iterator[PostgresTransaction]:
         """One transaction (the careful paths, approvals). A write's commit waits for the
         WAL flush when it took a claim or ``full_sync`` is set, and only then (see
-        "Durability"); a read is read-only."""
+        "Durability"). A read is one autocommit SELECT: one round trip, no transaction."""
         import psycopg
 
-        relaxed = write and not full_sync
+        if not write:
+            with self._connection() as conn:
+                yield PostgresTransaction(conn, None)
+            return
+        relaxed = not full_sync
         with self._connection() as conn, conn.pipeline() as pipe:
-            conn.execute("BEGIN" if write else "BEGIN READ ONLY")
+            conn.execute("BEGIN")
             if relaxed:
                 conn.execute("SET LOCAL synchronous_commit = off")
             tx = PostgresTransaction(conn, pipe)
