@@ -1532,11 +1532,23 @@ def test_pg_async_steps_cost_the_same_round_trips(pg: Backend, counted: RoundTri
         replay = await store.aclaim("new", "fp", 300, may_take_over=False)
         assert replay == {**OK, "replayed": True}
         trips.append(counted.take())
-        assert await store.alist_approvals() == []
+        held = await store.aclaim("held", "fp", 300, may_take_over=False)
+        assert isinstance(held, tuple)
+        counted.take()
+        busy = await store.aclaim("held", "fp", 300, may_take_over=True)  # the careful path
+        assert isinstance(busy, dict) and busy["error"] == "in_progress"
+        trips.append(counted.take())
+        assert await store.acreate_approval("a1", {"state": "pending"}) == {"state": "pending"}
+        trips.append(counted.take())
+        assert await store.aupdate_approval("a1", "pending", {"state": "approved"})
+        trips.append(counted.take())
+        assert await store.alist_approvals() == [{"state": "approved"}]
+        trips.append(counted.take())
         await store.aclose()
         return trips
 
-    assert asyncio.run(main())[1:] == [2, 1]
+    # new key, replay, careful path (fast try + lock and read + commit), approvals
+    assert asyncio.run(main())[1:] == [2, 1, 3, 2, 2, 1]
 
 
 # --------------------------------------------------------------------------- PostgreSQL: held locks

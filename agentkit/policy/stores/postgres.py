@@ -74,7 +74,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from agentkit.boundary.errors import ErrorCode, failure
 from agentkit.policy.stores.algorithm import (
     CLAIMED,
-    TAKEN_OVER,
     Claim,
     Result,
     StoreBase,
@@ -667,15 +666,28 @@ class PostgresIdempotencyStore(StoreBase):
             pass
 
     @asynccontextmanager
-    async def _atransaction(self, durable: bool = True) -> AsyncIterator[Any]:
-        async with self._aconnection(durable) as conn, conn.transaction():
-            yield conn
+    async def _apipeline(self) -> AsyncIterator[tuple[Any, Any]]:
+        """A write transaction in pipeline mode on the durable pool: statements travel
+        together until one is answered (``await pipe.sync()``), and the COMMIT goes with the
+        pipeline's closing sync."""
+        import psycopg
+
+        async with self._aconnection() as conn, conn.pipeline() as pipe:
+            await conn.execute("BEGIN")
+            try:
+                yield conn, pipe
+            except BaseException:
+                with contextlib.suppress(psycopg.Error):
+                    await conn.execute("ROLLBACK")
+                raise
+            await conn.execute("COMMIT")
 
     async def aclaim(
         self, key: str, fingerprint: str | None, ttl: float, *, may_take_over: bool,
         full_sync: bool = False,
     ) -> Result | tuple[str, Claim]:
-        """:meth:`claim` on the event loop."""
+        """:meth:`claim` on the event loop: one round trip for a new key or a replay, two
+        more for the careful path."""
         mine = self.new_claim(fingerprint, 0.0, ttl)
         async with self._aconnection() as conn:
             cur = await conn.execute(_CLAIM, (key, *_claim_row(mine)[:-1], ttl, key))
@@ -683,9 +695,11 @@ class PostgresIdempotencyStore(StoreBase):
         decided = self._claimed(row, mine, fingerprint)
         if decided is not None:
             return decided
-        async with self._atransaction() as conn:
+        async with self._apipeline() as (conn, pipe):
             await conn.execute(_LOCK, (key,))
-            row = await (await conn.execute(_ENTRY, (key,))).fetchone()
+            cur = await conn.execute(_ENTRY, (key,))
+            await pipe.sync()
+            row = await cur.fetchone()
             assert row is not None
             stored = None if row[1] is None else (row[2], row[1])
             claim = None if stored is not None or row[3] is None else Claim(*row[3:])
@@ -698,10 +712,9 @@ class PostgresIdempotencyStore(StoreBase):
                 cur = await conn.execute(_INSERT_CLAIM, (key, *_claim_row(mine)))
             else:
                 cur = await conn.execute(_REPLACE_CLAIM, (*_claim_row(mine), key, old_token))
-            if cur.rowcount != 1:
-                return failure(ErrorCode.IN_PROGRESS)
-            assert kind in (CLAIMED, TAKEN_OVER)
-            return (kind, mine)
+        if cur.rowcount != 1:  # answered with the COMMIT
+            return failure(ErrorCode.IN_PROGRESS)
+        return (kind, mine)
 
     async def acomplete(
         self, key: str, mine: Claim, result: Result, full_sync: bool = False
@@ -749,9 +762,11 @@ class PostgresIdempotencyStore(StoreBase):
     async def acreate_approval(self, approval_id: str, record: dict[str, Any]) -> dict[str, Any]:
         """:meth:`create_approval` on the event loop."""
         text = record_text(record)
-        async with self._atransaction() as conn:
+        async with self._apipeline() as (conn, pipe):
             await conn.execute(_LOCK, (approval_id,))
-            row = await (await conn.execute(_APPROVAL, (approval_id,))).fetchone()
+            cur = await conn.execute(_APPROVAL, (approval_id,))
+            await pipe.sync()
+            row = await cur.fetchone()
             if row is None:
                 await conn.execute(_INSERT_APPROVAL, (approval_id, record["state"], text))
         return loads(text if row is None else str(row[0]))
@@ -767,9 +782,11 @@ class PostgresIdempotencyStore(StoreBase):
     ) -> bool:
         """:meth:`update_approval` on the event loop."""
         text = record_text(record)
-        async with self._atransaction() as conn:
+        async with self._apipeline() as (conn, pipe):
             await conn.execute(_LOCK, (approval_id,))
-            row = await (await conn.execute(_APPROVAL, (approval_id,))).fetchone()
+            cur = await conn.execute(_APPROVAL, (approval_id,))
+            await pipe.sync()
+            row = await cur.fetchone()
             if row is None or loads(str(row[0])).get("state") != expected_state:
                 return False
             await conn.execute(_REPLACE_APPROVAL, (record["state"], text, approval_id))
