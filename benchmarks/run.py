@@ -329,9 +329,11 @@ def main(argv: list[str] | None = None) -> int:
                     row.note = (row.note + "; " if row.note else "") + f"{1e6 / row.value:,.0f}/s"
             if title.startswith("durable"):
                 sync_level = title.split(", ")[1].rstrip(")")
+                # issue 20: a claim and a completion are two commits, only the claim flushed
+                floor = 0.7 if sync_level == "FULL" else 0.45
                 goals.append(ratio_goal(
-                    f"durable: SQLite run_once/s ≥ 0.4× raw inserts/s ({sync_level})", paths,
-                    "floor:", "agentkit:", ">=", 0.4))
+                    f"durable: SQLite run_once/s ≥ {floor}× raw inserts/s ({sync_level})", paths,
+                    "floor:", "agentkit:", ">=", floor))
         dsn, why, stop_cluster = (None, "--no-postgres", None) if args.no_postgres else postgres()
         try:
             pg = suites.postgres_paths(dsn, why)
@@ -339,8 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if stop_cluster is not None:
                 stop_cluster()
-        goals.append(ratio_goal("durable: PostgreSQL run_once/s ≥ 0.4× raw inserts/s", pg,
-                                "floor:", "agentkit:", ">=", 0.4))
+        goals.append(ratio_goal("durable: PostgreSQL run_once/s ≥ 0.45× raw inserts/s", pg,
+                                "floor:", "agentkit:", ">=", 0.45))
 
     print("measuring: RSS over 100k runner calls, import time", flush=True)
     growth, note = rss_growth()

@@ -92,9 +92,17 @@ def shared_runner(registry: ToolRegistry, dsn: str) -> ToolRunner:
 
     Type-checked, not run by :func:`use_the_api`: it needs psycopg and, on first use, a server.
     """
-    store = PostgresIdempotencyStore(dsn, claim_ttl_seconds=60)
+    store = PostgresIdempotencyStore(dsn, claim_ttl_seconds=60, busy_timeout_seconds=2.0)
     assert_type(store.run_once("k1", lambda: {"ok": True}), dict[str, Any])
+    assert_type(store.address, str)  # the DSN without its password; the DSN itself is private
     return ToolRunner(registry, store=store)
+
+
+async def shared_store_on_a_loop(store: PostgresIdempotencyStore) -> None:
+    """The PostgreSQL store's async twins (type-checked, not run: they need a server)."""
+    assert_type(await store.alist_approvals("pending"), list[dict[str, Any]])
+    assert_type(await store.aget_approval("a1"), dict[str, Any] | None)
+    await store.aclose()
 
 
 def use_the_api() -> None:

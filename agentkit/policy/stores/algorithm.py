@@ -54,6 +54,7 @@ Time
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import os
@@ -107,11 +108,24 @@ def is_live(token: str) -> bool:
         return token in _live_tokens
 
 
+# A claim's token: a random prefix per process and a counter. Unique across processes and
+# hosts like ``os.urandom(16)`` per claim, without a system call per claim.
+_token_prefix = os.urandom(12).hex()
+_token_numbers = itertools.count()
+
+
+def new_token() -> str:
+    """A fresh claim token, unique across every process and host."""
+    return f"{_token_prefix}{next(_token_numbers):x}"
+
+
 def _forget_live_claims() -> None:
-    # A forked child runs none of its parent's operations.
-    global _live_lock
+    # A forked child runs none of its parent's operations, and must not repeat its tokens.
+    global _live_lock, _token_prefix, _token_numbers
     _live_lock = threading.Lock()
     _live_tokens.clear()
+    _token_prefix = os.urandom(12).hex()
+    _token_numbers = itertools.count()
 
 
 if hasattr(os, "register_at_fork"):
@@ -131,13 +145,16 @@ class Claim:
 
 
 class Transaction(Protocol):
-    """What run_once needs from a backend inside one atomic section.
+    """What the store's steps need from a backend inside one atomic section.
 
-    Results are ``(fingerprint, result JSON text)``; approvals are their JSON text. A
-    ``write`` transaction must make its reads and writes one atomic step (a lock, ``BEGIN
-    IMMEDIATE``, or ``lock(name)`` for backends that lock per key). ``insert_result`` keeps
-    a result already there (the first one wins); ``insert_claim`` returns False when the key
-    is claimed already.
+    A key holds either a claim or a completed result (one row per key in the durable
+    stores). Results are ``(fingerprint, result JSON text)``; approvals are their JSON text.
+    A ``write`` transaction must make its reads and writes one atomic step (a lock, ``BEGIN
+    IMMEDIATE``, or ``lock(name)`` for backends that lock per key). ``insert_claim`` returns
+    False when the key is taken already; ``replace_claim`` and ``delete_claim`` act on a
+    claim (never on a result) with that token. ``complete`` stores the result unless one is
+    there already (the first one wins), ends whatever claim the key has, and returns True
+    when that claim had ``token`` (False: the claim was lost, taken over or released).
     """
 
     def now(self) -> float: ...
@@ -147,7 +164,7 @@ class Transaction(Protocol):
     def insert_claim(self, key: str, claim: Claim) -> bool: ...
     def replace_claim(self, key: str, token: str, claim: Claim) -> bool: ...
     def delete_claim(self, key: str, token: str | None) -> bool: ...
-    def insert_result(self, key: str, fingerprint: str | None, text: str) -> None: ...
+    def complete(self, key: str, token: str, fingerprint: str | None, text: str) -> bool: ...
     def approval(self, approval_id: str) -> str | None: ...
     def insert_approval(self, approval_id: str, state: str, text: str) -> None: ...
     def replace_approval(self, approval_id: str, state: str, text: str) -> None: ...
@@ -264,25 +281,29 @@ class StoreBase:
                 stored = tx.result(key)
             if stored is not None:
                 return self._replay(stored, fingerprint)
+        return self.claim_carefully(key, fingerprint, ttl, may_take_over, full_sync)
+
+    def claim_carefully(
+        self, key: str, fingerprint: str | None, ttl: float, may_take_over: bool,
+        full_sync: bool,
+    ) -> Result | tuple[str, Claim]:
+        """The claim's careful path (a key claimed already, stale or taken over): the whole
+        decision in one write transaction. A backend's fast path falls back to it."""
         with self.transaction(write=True, full_sync=full_sync) as tx:
             return self._decide(tx, key, fingerprint, ttl, may_take_over=may_take_over)
 
     def complete(self, key: str, mine: Claim, result: Result, full_sync: bool = False) -> None:
-        """Store the result and drop the claim in one atomic section."""
-        try:
-            text = canonical_json(result)
-        except (TypeError, ValueError) as exc:
-            # It happened, but cannot be kept: let a lookup decide.
-            self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
-            raise TypeError("an ok result must be JSON-serialisable to be stored") from exc
-        with self.transaction(write=True, full_sync=full_sync) as tx:
+        """Store the result and drop the claim in one atomic section.
+
+        Only the claim needs the flush of ``full_sync``: if a power cut loses the result,
+        the durable claim comes back and the status lookup settles the key.
+        """
+        text = self.result_text(key, mine, result)
+        with self.transaction(write=True) as tx:
             tx.lock(key)
-            tx.insert_result(key, mine.fingerprint, text)  # unless one is there already
-            still_mine = tx.delete_claim(key, mine.token)
+            still_mine = tx.complete(key, mine.token, mine.fingerprint, text)
         if not still_mine:
-            logger.warning(
-                "claim on key %r was lost before the run finished (lease too short?)", key
-            )
+            self.claim_lost(key)
 
     def drop(self, key: str, mine: Claim) -> None:
         """Free the key, unless someone else holds it by now."""
@@ -296,6 +317,26 @@ class StoreBase:
         with self.transaction(write=True) as tx:
             tx.lock(key)
             tx.replace_claim(key, mine.token, dataclasses.replace(mine, lease_until=0.0))
+
+    # ---- helpers of the steps, for backends that write their own fast paths
+
+    def new_claim(self, fingerprint: str | None, now: float, ttl: float) -> Claim:
+        """A claim of this process, with a fresh token, whose lease ends at ``now + ttl``."""
+        pid, start = this_process()
+        return Claim(new_token(), fingerprint, self.host, pid, start, now + ttl)
+
+    def result_text(self, key: str, mine: Claim, result: Result) -> str:
+        """The result's stored text; one that cannot be stored keeps the claim (stale)."""
+        try:
+            return canonical_json(result)
+        except (TypeError, ValueError) as exc:
+            # It happened, but cannot be kept: let a lookup decide.
+            self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
+            raise TypeError("an ok result must be JSON-serialisable to be stored") from exc
+
+    @staticmethod
+    def claim_lost(key: str) -> None:
+        logger.warning("claim on key %r was lost before the run finished (lease too short?)", key)
 
     # ---- more of the public interface
 
@@ -393,23 +434,17 @@ class StoreBase:
             return False  # its attempt is running in this process, whatever the lease says
         return claim.lease_until <= now or self.owner_gone(claim)
 
-    def _decide(
-        self, tx: Transaction, key: str, fingerprint: str | None, ttl: float, *,
-        may_take_over: bool,
-    ) -> Result | tuple[str, Claim]:
-        """Inside one atomic section: a final answer, or the claim this caller now holds."""
-        tx.lock(key)
-        stored = tx.result(key)
+    def judge(
+        self, stored: tuple[str | None, str] | None, claim: Claim | None, now: float,
+        fingerprint: str | None, ttl: float, *, may_take_over: bool,
+    ) -> Result | tuple[str, Claim, str | None]:
+        """The claim's decision from what the key holds (no I/O): a final answer, or the
+        claim to write: ``(CLAIMED, mine, None)`` to insert, ``(TAKEN_OVER, mine, token)``
+        to swap for the stale claim with ``token``."""
         if stored is not None:  # completed since the fast path looked
             return self._replay(stored, fingerprint)
-        claim = tx.claim(key)
-        now = tx.now()
-        pid, start = this_process()
-        mine = Claim(os.urandom(16).hex(), fingerprint, self.host, pid, start, now + ttl)
         if claim is None:
-            if not tx.insert_claim(key, mine):
-                return failure(ErrorCode.IN_PROGRESS)
-            return (CLAIMED, mine)
+            return (CLAIMED, self.new_claim(fingerprint, now, ttl), None)
         if conflicts(fingerprint, claim.fingerprint):
             return failure(ErrorCode.IDEMPOTENCY_CONFLICT)
         if not self._is_stale(claim, now):
@@ -417,8 +452,25 @@ class StoreBase:
         if not may_take_over:
             # Nobody can say whether the write landed; leave the claim for a lookup or a human.
             return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
-        mine = dataclasses.replace(mine, fingerprint=claim.fingerprint)
-        if not tx.replace_claim(key, claim.token, mine):
+        return (TAKEN_OVER, self.new_claim(claim.fingerprint, now, ttl), claim.token)
+
+    def _decide(
+        self, tx: Transaction, key: str, fingerprint: str | None, ttl: float, *,
+        may_take_over: bool,
+    ) -> Result | tuple[str, Claim]:
+        """Inside one atomic section: a final answer, or the claim this caller now holds."""
+        tx.lock(key)
+        stored = tx.result(key)
+        claim = None if stored is not None else tx.claim(key)
+        plan = self.judge(stored, claim, tx.now(), fingerprint, ttl, may_take_over=may_take_over)
+        if isinstance(plan, dict):
+            return plan
+        _, mine, old_token = plan
+        if old_token is None:
+            if not tx.insert_claim(key, mine):
+                return failure(ErrorCode.IN_PROGRESS)
+            return (CLAIMED, mine)
+        if not tx.replace_claim(key, old_token, mine):
             return failure(ErrorCode.IN_PROGRESS)
         return (TAKEN_OVER, mine)
 
@@ -436,3 +488,7 @@ def _loads(text: str) -> dict[str, Any]:
     value = json.loads(text)
     assert isinstance(value, dict)
     return value
+
+
+#: A stored record's JSON text as a fresh dict, for a backend's own paths.
+loads = _loads
