@@ -36,6 +36,7 @@ from typing import Any
 
 from agentkit.boundary.authorization import Policy
 from agentkit.boundary.context import CallContext
+from agentkit.boundary.errors import InvalidInput
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.boundary.schema import derive_parameters
 from agentkit.boundary.spec import Effect, ToolSpec
@@ -46,12 +47,20 @@ OUTBOX = "outbox.jsonl"
 Wrap = Callable[[str, Callable[..., Any]], Callable[..., Any]]
 
 
-class UnknownDocument(LookupError):
-    """``get_document`` was asked for an id the corpus does not hold.
+#: What the model is told when it asks ``get_document`` for an id the corpus does not hold.
+UNKNOWN_DOCUMENT = "no note has this id: call search_local_sources and pass an id it returned"
 
-    Through the boundary this is a ``tool_failure`` with ``retryable: false``: asking again
-    with the same id cannot help; the model should search for a valid id instead.
+
+class UnknownDocument(InvalidInput, LookupError):
+    """``get_document`` was asked for an id the corpus does not hold: the model's input was
+    wrong, not the tool. Through the boundary this is ``invalid_arguments`` (not retryable:
+    asking again with the same id cannot help) with :data:`UNKNOWN_DOCUMENT` as ``detail``,
+    which tells the model to search for a valid id instead of guessing.
     """
+
+    def __init__(self, doc_id: str) -> None:
+        super().__init__(UNKNOWN_DOCUMENT)
+        self.doc_id = doc_id  # for the log and the operator; never in the model's detail
 
 
 def sha256_text(text: str) -> str:
@@ -192,7 +201,7 @@ class DemoTools:
         return self.corpus.search(query, limit)
 
     def get_document(self, doc_id: str) -> dict[str, str]:
-        """The whole note; an unknown id raises :class:`UnknownDocument` (``tool_failure``)."""
+        """The whole note; an unknown id raises :class:`UnknownDocument` (``invalid_arguments``)."""
         try:
             return self.corpus.get(doc_id)
         except KeyError:
@@ -247,7 +256,7 @@ DESCRIPTIONS = {
     "get_document": (
         "Read one note of the local library in full, by the `id` that search_local_sources "
         "returned. Use it before answering, to quote and cite the note. An id that does not "
-        "exist fails with tool_failure: search again rather than guessing ids."
+        "exist fails with invalid_arguments: search again rather than guessing ids."
     ),
     "save_brief": (
         "Save a short Markdown brief to a file in the task's workspace, replacing any file "
