@@ -387,7 +387,10 @@ def missing_argument(subject: Subject, workdir: Path) -> Bench:
 def transient_disconnect(subject: Subject, workdir: Path) -> Bench:
     """The connection drops. A read is simply asked again (3 attempts). For a write, the drop
     comes after the write landed: the reversible write asks the status lookup, finds it done
-    and returns the receipt instead of writing twice; the irreversible write is never retried."""
+    and returns the receipt instead of writing twice; the irreversible write is never retried,
+    and since the payment may have landed it is not called failed: its status lookup decides,
+    and without one (``send_payment`` has none) the answer is ``outcome_unknown``, not
+    retryable (DESIGN §6 rev 3)."""
     if subject.effect is READ:  # answers on call 3 of 3
         bench = subject.bench(fault=lambda fn: faults.fail_times(fn, 2), max_attempts=3)
     else:
