@@ -390,7 +390,7 @@ def transient_disconnect(subject: Subject, workdir: Path) -> Bench:
     and returns the receipt instead of writing twice; the irreversible write is never retried,
     and since the payment may have landed it is not called failed: its status lookup decides,
     and without one (``send_payment`` has none) the answer is ``outcome_unknown``, not
-    retryable (DESIGN §6 rev 3)."""
+    retryable (docs/design.md#irreversible-writes)."""
     if subject.effect is READ:  # answers on call 3 of 3
         bench = subject.bench(fault=lambda fn: faults.fail_times(fn, 2), max_attempts=3)
     else:
