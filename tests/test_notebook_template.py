@@ -17,6 +17,7 @@ The template, in order:
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -110,7 +111,7 @@ def schedule(text: str, length: int) -> tuple[dict[str, int], int]:
              for a, b, c, d, number, slack in SLOT.findall(text)]
     assert slots, "no schedule rows"
     assert slots[0][0] == 0, "a schedule starts at 0:00"
-    for (_, end, _), (start, _, _) in zip(slots, slots[1:]):
+    for (_, end, _), (start, _, _) in itertools.pairwise(slots):
         assert start == end, f"a gap or an overlap at {end // 60}:{end % 60:02d}"
     assert slots[-1][2] == "slack" and slots[-1][1] == length, f"the last slot is slack, ending at {length}"
     minutes: dict[str, int] = {}
