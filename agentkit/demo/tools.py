@@ -179,6 +179,8 @@ def outbox_lines(workspace: str | Path) -> int:
 def brief_key(context: CallContext, arguments: dict[str, Any]) -> str:
     """The chapter's key for ``save_brief``: the intent is "this task saves this content at
     this path", so the content enters by its hash and a retry computes the same key again.
+    It is *content-addressed* (docs/design.md#key-designs): other content at the same path is
+    another intent and runs; the same content replays; no conflict can arise.
     The task is the runner's :class:`CallContext`, never an argument: the model must not
     choose the namespace of its own keys."""
     return f"{context.task_id}:{arguments['path']}:{sha256_text(arguments['content'])}"
