@@ -25,7 +25,7 @@ from agentkit.boundary.concurrency import (
     run_limited,
 )
 from agentkit.boundary.context import CallContext
-from agentkit.boundary.errors import ErrorCode, classify_exception, failure
+from agentkit.boundary.errors import ErrorCode, classify_exception, failure, handler_failure
 from agentkit.boundary.redaction import safe_name, shape_output, type_name
 from agentkit.boundary.registry import RegisteredTool, ToolRegistry
 from agentkit.boundary.schema import check_arguments
@@ -280,7 +280,7 @@ def conclude(entry: RegisteredTool, attempt: Attempt, status: str, call_id: str)
             call_id, spec.name, type(attempt.error).__name__, code.value,
             exc_info=attempt.error,
         )
-        return failure(code)
+        return handler_failure(attempt.error, code)
 
     shaped: dict[str, Any] = attempt.value  # rendered on the worker, inside the attempt
     return dict(shaped)
