@@ -1,0 +1,339 @@
+"""OpenTelemetry spans by the GenAI conventions (docs/design.md#tracing, DESIGN §13).
+
+Spans go to the SDK's in-memory exporter through a SimpleSpanProcessor, so each one is there
+the moment it ends. The first part feeds the observer the policy's events directly (interface
+C); the second drives a real runner through both drivers, ``call`` and ``acall``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from opentelemetry import trace  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+    InMemorySpanExporter,
+)
+from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
+from test_redaction_promises import assert_nothing_leaks, placed  # noqa: E402
+
+from agentkit import ToolRegistry, ToolRunner, ToolSpec  # noqa: E402
+from agentkit.faces.otel import Instrumentation, instrument, span_tree, spans_frame  # noqa: E402
+from agentkit.policy.events import CallEvent  # noqa: E402
+
+REAL_EVENTS = hasattr(ToolRunner, "add_observer")
+needs_events = pytest.mark.skipif(not REAL_EVENTS, reason="the runner's events (interface C) not merged yet")
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def provider(exporter: InMemorySpanExporter) -> TracerProvider:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider
+
+
+def by_name(exporter: InMemorySpanExporter) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for span in exporter.get_finished_spans():
+        out.setdefault(span.name, []).append(span)
+    return out
+
+
+def one(exporter: InMemorySpanExporter, name: str):
+    spans = by_name(exporter).get(name, [])
+    assert len(spans) == 1, (name, [s.name for s in exporter.get_finished_spans()])
+    return spans[0]
+
+
+def children_of(exporter: InMemorySpanExporter, parent) -> list:
+    return sorted((s for s in exporter.get_finished_spans()
+                   if s.parent is not None and s.parent.span_id == parent.context.span_id),
+                  key=lambda s: s.start_time)
+
+
+# ====================================================================== events fed directly
+
+
+class FeedRunner(ToolRunner):
+    """A runner whose observers this test calls itself, with exactly the events it chooses."""
+
+    def __init__(self, registry: ToolRegistry) -> None:
+        super().__init__(registry)
+        self.observers: list = []
+
+    def add_observer(self, observer):  # interface C's signature
+        self.observers.append(observer)
+        return lambda: self.observers.remove(observer)
+
+    def emit(self, kind: str, call_id: str = "c1", **kw) -> None:
+        defaults = {"tool": "save", "effect": "reversible_write", "at": time.monotonic()}
+        event = CallEvent(kind=kind, call_id=call_id, **{**defaults, **kw})
+        for observer in list(self.observers):
+            observer(event)
+
+
+def echo(text: str) -> str:
+    return text
+
+
+@pytest.fixture
+def fed(provider) -> FeedRunner:
+    spec = ToolSpec("save", "Save a value.", "reversible_write", 1.0, 3, 100, echo)
+    return FeedRunner(ToolRegistry([spec]))
+
+
+def timed_out_write_settled(runner: FeedRunner) -> None:
+    """The events of a write whose attempt timed out and whose status lookup said done."""
+    runner.emit("call_started")
+    runner.emit("attempt_started", number=1)
+    runner.emit("attempt_ended", number=1, outcome="outcome_unknown", handler_ran=True)
+    runner.emit("lookup_started", number=1)
+    runner.emit("lookup_ended", number=1, outcome="done")
+    runner.emit("call_ended", result={"ok": True, "data": "receipt", "attempts": 1, "replayed": False})
+
+
+def test_a_call_is_one_execute_tool_span_with_the_conventions_attributes(fed, provider, exporter):
+    instrument(fed, tracer_provider=provider)
+    timed_out_write_settled(fed)
+    span = one(exporter, "execute_tool save")
+    assert span.kind is SpanKind.INTERNAL
+    assert dict(span.attributes) == {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "save",
+        "gen_ai.tool.call.id": "c1",
+        "gen_ai.tool.type": "function",
+        "agentkit.effect": "reversible_write",
+        "agentkit.operation": "call",
+        "agentkit.attempts": 1,
+        "agentkit.replayed": False,
+        "agentkit.outcome": "ok",
+    }
+    assert span.status.status_code is StatusCode.UNSET
+    attempt, lookup = children_of(exporter, span)
+    assert attempt.name == "agentkit.attempt save" and lookup.name == "agentkit.status_lookup save"
+    assert attempt.status.status_code is StatusCode.ERROR
+    assert attempt.attributes["error.type"] == "outcome_unknown"
+    assert attempt.attributes["agentkit.attempt.number"] == 1
+    assert lookup.attributes["agentkit.outcome"] == "done"
+    assert lookup.status.status_code is StatusCode.UNSET
+    assert all(s.context.trace_id == span.context.trace_id for s in (attempt, lookup))
+
+
+def test_span_times_are_the_events_times(fed, provider, exporter):
+    instrument(fed, tracer_provider=provider)
+    fed.emit("call_started", at=100.0)
+    fed.emit("attempt_started", number=1, at=100.25)
+    fed.emit("attempt_ended", number=1, outcome="ok", handler_ran=True, at=100.5)
+    fed.emit("call_ended", at=101.0, result={"ok": True, "data": "x", "attempts": 1, "replayed": False})
+    call = one(exporter, "execute_tool save")
+    attempt = one(exporter, "agentkit.attempt save")
+    assert call.end_time - call.start_time == 1_000_000_000
+    assert attempt.start_time - call.start_time == 250_000_000
+    assert attempt.end_time - attempt.start_time == 250_000_000
+
+
+@pytest.mark.parametrize("code", ["transient_failure", "outcome_unknown", "forbidden", "busy",
+                                  "invalid_arguments", "budget_exhausted", "idempotency_conflict"])
+def test_a_failed_result_is_an_error_with_its_stable_code(fed, provider, exporter, code):
+    instrument(fed, tracer_provider=provider)
+    fed.emit("call_started")
+    fed.emit("call_ended", result={"ok": False, "error": code, "retryable": False,
+                                   "attempts": 0, "replayed": False})
+    span = one(exporter, "execute_tool save")
+    assert span.attributes["error.type"] == code
+    assert span.status.status_code is StatusCode.ERROR
+
+
+def test_approval_required_is_not_an_error(fed, provider, exporter):
+    instrument(fed, tracer_provider=provider)
+    fed.emit("call_started", tool="send", effect="irreversible_write")
+    fed.emit("approval_asked", tool="send", effect="irreversible_write", approval_id="ap-1",
+             outcome="approval_required")
+    fed.emit("call_ended", tool="send", effect="irreversible_write",
+             result={"ok": False, "error": "approval_required", "approval_id": "ap-1",
+                     "retryable": False, "attempts": 0, "replayed": False})
+    span = one(exporter, "execute_tool send")
+    assert span.status.status_code is StatusCode.UNSET
+    assert "error.type" not in span.attributes
+    assert span.attributes["agentkit.outcome"] == "approval_required"
+    assert span.attributes["agentkit.approval.id"] == "ap-1"
+    assert [e.name for e in span.events] == ["agentkit.approval_asked"]
+
+
+def test_a_deny_is_its_own_span_and_not_an_error_when_it_settled(fed, provider, exporter):
+    instrument(fed, tracer_provider=provider)
+    fed.emit("call_started", operation="deny", tool="send", effect="irreversible_write")
+    fed.emit("approval_settled", tool="send", approval_id="ap-1", outcome="forbidden")
+    fed.emit("call_ended", operation="deny", tool="send",
+             result={"ok": False, "error": "forbidden", "retryable": False, "attempts": 0,
+                     "replayed": False})
+    fed.emit("call_started", "c2", operation="deny", tool="nope", effect="")
+    fed.emit("call_ended", "c2", operation="deny", tool="nope",
+             result={"ok": False, "error": "forbidden", "retryable": False, "attempts": 0,
+                     "replayed": False})
+    settled = one(exporter, "agentkit.deny send")
+    unknown = one(exporter, "agentkit.deny nope")
+    assert "gen_ai.operation.name" not in settled.attributes  # a denial executes nothing
+    assert settled.status.status_code is StatusCode.UNSET
+    assert settled.attributes["agentkit.approval.id"] == "ap-1"
+    assert unknown.status.status_code is StatusCode.ERROR
+    assert unknown.attributes["error.type"] == "forbidden"
+
+
+def test_approve_learns_its_tool_on_the_way(fed, provider, exporter):
+    instrument(fed, tracer_provider=provider)
+    fed.emit("call_started", operation="approve", tool="ap-1", effect="")
+    fed.emit("approval_settled", tool="send", approval_id="ap-1", outcome="ok")
+    fed.emit("attempt_started", tool="send", number=1)
+    fed.emit("attempt_ended", tool="send", number=1, outcome="ok", handler_ran=True)
+    fed.emit("call_ended", operation="approve", tool="send", effect="irreversible_write",
+             result={"ok": True, "data": "sent", "attempts": 1, "replayed": False})
+    span = one(exporter, "execute_tool send")
+    assert span.attributes["gen_ai.tool.name"] == "send"
+    assert span.attributes["agentkit.operation"] == "approve"
+    assert span.attributes["agentkit.effect"] == "irreversible_write"
+    assert [c.name for c in children_of(exporter, span)] == ["agentkit.attempt send"]
+
+
+def test_replays_and_refusals_are_events_on_the_call_span(fed, provider, exporter):
+    instrument(fed, tracer_provider=provider)
+    fed.emit("call_started")
+    fed.emit("replay", outcome="ok")
+    fed.emit("call_ended", result={"ok": True, "data": "x", "attempts": 0, "replayed": True})
+    fed.emit("call_started", "c2")
+    fed.emit("refused", "c2", outcome="budget_exhausted")
+    fed.emit("call_ended", "c2", result={"ok": False, "error": "budget_exhausted",
+                                         "retryable": False, "attempts": 0, "replayed": False})
+    replayed, refused = sorted(by_name(exporter)["execute_tool save"], key=lambda s: s.start_time)
+    assert replayed.attributes["agentkit.replayed"] is True
+    assert [(e.name, dict(e.attributes)) for e in replayed.events] == [
+        ("agentkit.replay", {"agentkit.outcome": "ok"})]
+    assert [e.name for e in refused.events] == ["agentkit.refused"]
+    assert refused.attributes["error.type"] == "budget_exhausted"
+    assert len(exporter.get_finished_spans()) == 2  # nothing ran: no child spans
+
+
+def test_content_is_off_by_default_and_only_data_when_on(fed, provider, exporter):
+    handle = instrument(fed, tracer_provider=provider)
+    result = {"ok": True, "data": "the receipt", "attempts": 1, "replayed": False}
+    fed.emit("call_started")
+    fed.emit("call_ended", result=result)
+    handle.uninstrument()
+    instrument(fed, tracer_provider=provider, record_content=True)
+    fed.emit("call_started", "c2")
+    fed.emit("call_ended", "c2", result=result)
+    off, on = sorted(by_name(exporter)["execute_tool save"], key=lambda s: s.start_time)
+    assert "gen_ai.tool.call.result" not in off.attributes
+    assert on.attributes["gen_ai.tool.call.result"] == "the receipt"
+    assert not any("arguments" in key for span in (off, on) for key in span.attributes)
+
+
+def test_no_content_for_a_tool_that_opted_out_of_redaction(provider, exporter):
+    spec = ToolSpec("raw", "Raw.", "read", 1.0, 1, 100, echo, redact=False)
+    runner = FeedRunner(ToolRegistry([spec]))
+    instrument(runner, tracer_provider=provider, record_content=True)
+    runner.emit("call_started", tool="raw", effect="read")
+    runner.emit("call_ended", tool="raw", effect="read",
+                result={"ok": True, "data": "password=hunter2", "attempts": 1, "replayed": False})
+    assert "gen_ai.tool.call.result" not in one(exporter, "execute_tool raw").attributes
+
+
+def test_the_parent_is_the_callers_current_span(fed, provider, exporter):
+    instrument(fed, tracer_provider=provider)
+    tracer = provider.get_tracer("host")
+    with tracer.start_as_current_span("agent run") as outer:
+        timed_out_write_settled(fed)
+    call = one(exporter, "execute_tool save")
+    assert call.parent is not None and call.parent.span_id == outer.get_span_context().span_id
+    assert call.context.trace_id == outer.get_span_context().trace_id
+
+
+def test_uninstrument_stops_spans_and_ends_open_ones(fed, provider, exporter):
+    handle = instrument(fed, tracer_provider=provider)
+    assert handle.active and len(fed.observers) == 1
+    fed.emit("call_started")
+    fed.emit("attempt_started", number=1)
+    handle.uninstrument()
+    handle.uninstrument()  # again: nothing
+    assert not handle.active and fed.observers == []
+    ended = {s.name: s for s in exporter.get_finished_spans()}
+    assert ended["execute_tool save"].attributes["agentkit.outcome"] == "uninstrumented"
+    assert ended["agentkit.attempt save"].attributes["agentkit.outcome"] == "unfinished"
+    timed_out_write_settled(fed)
+    assert len(exporter.get_finished_spans()) == 2
+
+
+def test_instrumenting_again_replaces_the_earlier_instrumentation(fed, provider, exporter):
+    first = instrument(fed, tracer_provider=provider)
+    second = instrument(fed, tracer_provider=provider)
+    assert not first.active and second.active and len(fed.observers) == 1
+    timed_out_write_settled(fed)
+    assert len(by_name(exporter)["execute_tool save"]) == 1
+
+
+def test_the_handle_is_a_context_manager(fed, provider, exporter):
+    with instrument(fed, tracer_provider=provider) as handle:
+        assert isinstance(handle, Instrumentation)
+        timed_out_write_settled(fed)
+    assert fed.observers == []
+    assert len(exporter.get_finished_spans()) == 3
+
+
+def test_events_of_calls_it_never_saw_start_are_ignored(fed, provider, exporter):
+    instrument(fed, tracer_provider=provider)
+    fed.emit("attempt_ended", "zz", number=1, outcome="ok")
+    fed.emit("lookup_ended", "zz", number=1, outcome="done")
+    fed.emit("replay", "zz")
+    fed.emit("call_ended", "zz", result={"ok": True})
+    fed.emit("no_such_kind", "zz")
+    assert exporter.get_finished_spans() == ()
+
+
+def test_bad_arguments_are_clear_errors(provider):
+    with pytest.raises(TypeError, match="takes a ToolRunner"):
+        instrument(object(), tracer_provider=provider)  # type: ignore[arg-type]
+    spec = ToolSpec("save", "Save a value.", "reversible_write", 1.0, 3, 100, echo)
+    with pytest.raises(TypeError, match="record_content"):
+        instrument(FeedRunner(ToolRegistry([spec])), record_content="yes")  # type: ignore[arg-type]
+
+
+def test_the_tree_and_the_frame_show_no_ids_or_times(fed, provider, exporter):
+    instrument(fed, tracer_provider=provider)
+    timed_out_write_settled(fed)
+    spans = exporter.get_finished_spans()
+    assert span_tree(spans) == (
+        "execute_tool save [UNSET] agentkit.outcome=ok agentkit.attempts=1 agentkit.replayed=False\n"
+        "    └── agentkit.attempt save [ERROR] error.type=outcome_unknown "
+        "agentkit.outcome=outcome_unknown agentkit.handler_ran=True\n"
+        "    └── agentkit.status_lookup save [UNSET] agentkit.outcome=done"
+    )
+    frame = spans_frame(spans)
+    assert list(frame["span"]) == ["execute_tool save", "agentkit.attempt save",
+                                   "agentkit.status_lookup save"]
+    assert list(frame["parent"]) == ["", "execute_tool save", "execute_tool save"]
+    assert list(frame["call"]) == [1, 1, 1]
+    assert "c1" not in frame.to_string()
+
+
+def test_import_agentkit_does_not_import_opentelemetry():
+    code = "import sys, agentkit; print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    probe = "import sys, agentkit.faces.otel; print('opentelemetry' in sys.modules)"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "True"  # the probe is not vacuous
