@@ -17,19 +17,18 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from opentelemetry import trace  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
-from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
-from test_redaction_promises import assert_nothing_leaks, placed  # noqa: E402
+from opentelemetry.trace import SpanKind, StatusCode
+from test_redaction_promises import assert_nothing_leaks, placed
 
-from agentkit import ToolRegistry, ToolRunner, ToolSpec  # noqa: E402
-from agentkit.faces.otel import Instrumentation, instrument, span_tree, spans_frame  # noqa: E402
-from agentkit.policy.events import CallEvent  # noqa: E402
+from agentkit import ToolRegistry, ToolRunner, ToolSpec
+from agentkit.faces.otel import Instrumentation, instrument, span_tree, spans_frame
+from agentkit.policy.events import CallEvent
 
 REAL_EVENTS = hasattr(ToolRunner, "add_observer")
 needs_events = pytest.mark.skipif(not REAL_EVENTS, reason="the runner's events (interface C) not merged yet")
@@ -337,3 +336,258 @@ def test_import_agentkit_does_not_import_opentelemetry():
     probe = "import sys, agentkit.faces.otel; print('opentelemetry' in sys.modules)"
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "True"  # the probe is not vacuous
+
+
+# ====================================================================== a real runner, both drivers
+
+
+class Ledger:
+    """Writes land here; the status lookup reads them back."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, str] = {}
+        self.calls = 0
+        self.lookups = 0
+
+    def write(self, key: str, value: str) -> dict:
+        self.calls += 1
+        self.rows[key] = value
+        return {"saved": key}
+
+    def status(self, key: str, value: str):
+        self.lookups += 1
+        return {"saved": key} if self.rows.get(key) == value else None
+
+
+def never_sleep(seconds: float) -> None:
+    pass
+
+
+class Driver:
+    """The sync driver (``call``, ``approve``, ``deny``) or the async one (``acall``, ...)."""
+
+    def __init__(self, name: str) -> None:
+        self.is_async = name == "acall"
+
+    def __call__(self, method, *args, **kw):
+        if not self.is_async:
+            return method(*args, **kw)
+        amethod = getattr(method.__self__, "a" + method.__name__)
+        return asyncio.run(amethod(*args, **kw))
+
+
+@pytest.fixture(params=["call", "acall"])
+def driver(request) -> Driver:
+    return Driver(request.param)
+
+
+def hang_after_commit(ledger: Ledger, release: threading.Event):
+    def save(key: str, value: str) -> dict:
+        ledger.write(key, value)
+        release.wait(10)  # the boundary's 0.05 s timeout ends the attempt first
+        return {"saved": key}
+
+    return save
+
+
+def timed_out_runner(ledger: Ledger, release: threading.Event) -> ToolRunner:
+    spec = ToolSpec("save", "Save a value.", "reversible_write", 0.05, 3, 100,
+                    hang_after_commit(ledger, release), status_lookup=ledger.status)
+    return ToolRunner(ToolRegistry([spec]), sleep=never_sleep)
+
+
+@needs_events
+def test_a_timed_out_write_settled_by_its_lookup(driver, provider, exporter):
+    ledger, release = Ledger(), threading.Event()
+    runner = timed_out_runner(ledger, release)
+    instrument(runner, tracer_provider=provider)
+    try:
+        result = driver(runner.call, "save", {"key": "k", "value": "v"}, call_id="tc-1")
+    finally:
+        release.set()
+    assert result == {"ok": True, "data": '{"saved": "k"}', "attempts": 1, "replayed": False}
+    assert ledger.calls == 1 and ledger.lookups == 1
+    call = one(exporter, "execute_tool save")
+    assert call.attributes["gen_ai.tool.call.id"] == "tc-1"
+    assert call.attributes["agentkit.attempts"] == 1
+    assert call.status.status_code is StatusCode.UNSET
+    attempt, lookup = children_of(exporter, call)
+    assert attempt.name == "agentkit.attempt save"
+    assert attempt.attributes["error.type"] == "outcome_unknown"
+    assert attempt.attributes["agentkit.handler_still_running"] is True
+    assert lookup.name == "agentkit.status_lookup save"
+    assert lookup.attributes["agentkit.outcome"] == "done"
+    assert attempt.end_time <= lookup.start_time
+
+
+def matrix_runner(provider) -> ToolRunner:
+    """A read that fails once, a write, an irreversible write: every kind of span."""
+    failures = iter([ConnectionError(), None])
+
+    def flaky(q: str) -> str:
+        exc = next(failures, None)
+        if exc is not None:
+            raise exc
+        return "found"
+
+    ledger = Ledger()
+    specs = [ToolSpec("find", "Find.", "read", 1.0, 3, 100, flaky),
+             ToolSpec("save", "Save.", "reversible_write", 1.0, 3, 100, ledger.write,
+                      status_lookup=ledger.status),
+             ToolSpec("send", "Send.", "irreversible_write", 1.0, 1, 100, ledger.write)]
+    runner = ToolRunner(ToolRegistry(specs), sleep=never_sleep)
+    instrument(runner, tracer_provider=provider)
+    return runner
+
+
+def script(runner: ToolRunner, driver) -> None:
+    driver(runner.call, "find", {"q": "x"})
+    driver(runner.call, "save", {"key": "a", "value": "1"})
+    driver(runner.call, "save", {"key": "a", "value": "1"})
+    driver(runner.call, "nope", {})
+    asked = driver(runner.call, "send", {"key": "b", "value": "2"})
+    driver(runner.approve, asked["approval_id"])
+    driver(runner.approve, asked["approval_id"])
+    other = driver(runner.call, "send", {"key": "c", "value": "3"})
+    driver(runner.deny, other["approval_id"])
+
+
+@needs_events
+def test_both_drivers_make_the_same_spans(provider, exporter):
+    trees = []
+    for driver in (Driver("call"), Driver("acall")):
+        exporter.clear()
+        script(matrix_runner(provider), driver)
+        trees.append(span_tree(exporter.get_finished_spans()))
+    assert trees[0] == trees[1]
+    tree = trees[0]
+    assert tree.count("execute_tool ") == 8 and tree.count("agentkit.deny send") == 1
+    assert tree.count("agentkit.attempt find") == 2
+    assert "execute_tool nope [ERROR] error.type=unknown_tool" in tree
+
+
+@needs_events
+def test_approve_is_an_execute_tool_span_with_the_attempt_as_its_child(driver, provider, exporter):
+    ledger = Ledger()
+    spec = ToolSpec("send", "Send.", "irreversible_write", 1.0, 1, 100, ledger.write)
+    runner = ToolRunner(ToolRegistry([spec]), sleep=never_sleep)
+    instrument(runner, tracer_provider=provider)
+    asked = driver(runner.call, "send", {"key": "b", "value": "2"})
+    approved = driver(runner.approve, asked["approval_id"])
+    again = driver(runner.approve, asked["approval_id"])
+    assert approved["ok"] and again["replayed"] and ledger.calls == 1
+    ask, run, replay = sorted(by_name(exporter)["execute_tool send"], key=lambda s: s.start_time)
+    assert ask.attributes["agentkit.outcome"] == "approval_required"
+    assert ask.status.status_code is StatusCode.UNSET
+    assert run.attributes["agentkit.operation"] == "approve"
+    assert run.attributes["agentkit.approval.id"] == ask.attributes["agentkit.approval.id"]
+    assert [c.name for c in children_of(exporter, run)] == ["agentkit.attempt send"]
+    assert children_of(exporter, replay) == []
+    assert replay.attributes["agentkit.replayed"] is True
+    assert "agentkit.replay" in [e.name for e in replay.events]
+
+
+@needs_events
+def test_the_callers_span_is_the_parent_on_both_drivers(driver, provider, exporter):
+    spec = ToolSpec("find", "Find.", "read", 1.0, 1, 100, echo)
+    runner = ToolRunner(ToolRegistry([spec]))
+    instrument(runner, tracer_provider=provider)
+    tracer = provider.get_tracer("host")
+    if driver.is_async:  # the host's span is current in its own task
+
+        async def host():
+            with tracer.start_as_current_span("mcp tools/call") as outer:
+                await runner.acall("find", {"text": "x"})
+            return outer
+
+        outer = asyncio.run(host())
+    else:
+        with tracer.start_as_current_span("mcp tools/call") as outer:
+            runner.call("find", {"text": "x"})
+    call = one(exporter, "execute_tool find")
+    attempt = one(exporter, "agentkit.attempt find")
+    assert call.parent.span_id == outer.get_span_context().span_id
+    assert attempt.parent.span_id == call.context.span_id
+    assert len({call.context.trace_id, attempt.context.trace_id,
+                outer.get_span_context().trace_id}) == 1
+
+
+@needs_events
+def test_no_argument_and_no_result_text_by_default(driver, provider, exporter):
+    secret_arg, out = "argument-value-41", "result-text-42"
+    spec = ToolSpec("find", "Find.", "read", 1.0, 1, 100, lambda text: out)
+    runner = ToolRunner(ToolRegistry([spec]))
+    instrument(runner, tracer_provider=provider)
+    assert driver(runner.call, "find", {"text": secret_arg})["data"] == out
+    dumped = " ".join(span.to_json() for span in exporter.get_finished_spans())
+    assert secret_arg not in dumped and out not in dumped
+    instrument(runner, tracer_provider=provider, record_content=True)
+    exporter.clear()
+    driver(runner.call, "find", {"text": secret_arg})
+    dumped = " ".join(span.to_json() for span in exporter.get_finished_spans())
+    assert out in dumped and secret_arg not in dumped
+
+
+class Exploding:
+    """A span processor that raises: a broken exporter must not change any result."""
+
+    def on_start(self, span, parent_context=None):
+        raise RuntimeError("exporter down")
+
+    def on_end(self, span):
+        raise RuntimeError("exporter down")
+
+    def shutdown(self):
+        pass
+
+    def force_flush(self, timeout_millis=30000):
+        return True
+
+
+@needs_events
+def test_a_failing_tracer_never_changes_a_result(driver):
+    provider = TracerProvider()
+    provider.add_span_processor(Exploding())
+    ledger = Ledger()
+    spec = ToolSpec("save", "Save.", "reversible_write", 1.0, 3, 100, ledger.write,
+                    status_lookup=ledger.status)
+    plain = ToolRunner(ToolRegistry([spec]), sleep=never_sleep)
+    traced = ToolRunner(ToolRegistry([spec]), sleep=never_sleep)
+    instrument(traced, tracer_provider=provider)
+    expected = driver(plain.call, "save", {"key": "k", "value": "v"})
+    assert driver(traced.call, "save", {"key": "k", "value": "v"}) == expected
+    assert ledger.calls == 2  # one real write per runner, no more
+
+
+def spans_text(exporter: InMemorySpanExporter) -> tuple[str, str]:
+    """(the recorded result, every other attribute and event value) of all spans."""
+    recorded, rest = [], []
+    for span in exporter.get_finished_spans():
+        for key, value in span.attributes.items():
+            (recorded if key == "gen_ai.tool.call.result" else rest).append(str(value))
+        rest.append(span.name)
+        for event in span.events:
+            rest.append(event.name)
+            rest.extend(str(v) for v in event.attributes.values())
+    return "".join(recorded), "\n".join(rest)
+
+
+@needs_events
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(case=placed())
+def test_a_secret_in_a_handlers_output_never_reaches_a_span(case):
+    """The redaction suite's own hostile outputs, with content recording on."""
+    text, parts, limit = case
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    spec = ToolSpec("t", "Test tool.", "read", 5.0, 1, limit, lambda: text,
+                    parameters={"type": "object"})
+    runner = ToolRunner(ToolRegistry([spec]))
+    instrument(runner, tracer_provider=provider, record_content=True)
+    result = runner.call("t", {})
+    recorded, rest = spans_text(exporter)
+    assert recorded == result["data"]  # exactly what the model saw, nothing more
+    assert_nothing_leaks(recorded, parts, limit)
+    assert_nothing_leaks(rest, parts, len(rest))
