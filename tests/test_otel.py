@@ -1,4 +1,4 @@
-"""OpenTelemetry spans by the GenAI conventions (docs/design.md#tracing, DESIGN §13).
+"""OpenTelemetry spans by the GenAI conventions (docs/design.md#tracing).
 
 Spans go to the SDK's in-memory exporter through a SimpleSpanProcessor, so each one is there
 the moment it ends. The first part feeds the observer the policy's events directly (interface
