@@ -591,3 +591,20 @@ def test_a_secret_in_a_handlers_output_never_reaches_a_span(case):
     assert recorded == result["data"]  # exactly what the model saw, nothing more
     assert_nothing_leaks(recorded, parts, limit)
     assert_nothing_leaks(rest, parts, len(rest))
+
+
+def test_the_timeline_has_one_row_per_span_in_tree_order(fed, provider, exporter):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from agentkit.faces.otel import plot_spans
+
+    instrument(fed, tracer_provider=provider)
+    timed_out_write_settled(fed)
+    ax = plot_spans(exporter.get_finished_spans(), title="settled")
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["execute_tool save", "    agentkit.attempt save", "    agentkit.status_lookup save"]
+    bars = sorted(ax.patches[:3], key=lambda p: p.get_y())
+    assert [round(b.get_x()) for b in bars] == [0, 1, 3]  # call, attempt, then the lookup after it
+    assert ax.get_title() == "settled"

@@ -61,6 +61,9 @@ from agentkit.policy.runner import ToolRunner
 __all__ = [
     "Instrumentation",
     "instrument",
+    "plot_spans",
+    "span_tree",
+    "spans_frame",
 ]
 
 # The conventions' attribute names, as plain strings: the semantic-conventions package marks
@@ -455,3 +458,51 @@ def spans_frame(spans: Any) -> Any:
             "events": ", ".join(e.name.removeprefix("agentkit.") for e in span.events),
         })
     return pd.DataFrame(rows, columns=FRAME_COLUMNS)
+
+
+def plot_spans(spans: Any, *, ax: Any = None, title: str = "") -> Any:
+    """The spans as a timeline: one row per span, in tree order (children indented under
+    their call), a bar from its start to its end, red where its status is ERROR, and ``…``
+    after an attempt whose handler was still running when the boundary gave up on it.
+
+    Schematic, like :func:`agentkit.faces.timeline.plot_timeline`: starts and ends are placed
+    at evenly spaced positions in the order they happened, so the picture is the same on
+    every run; the x axis shows order, not duration. Returns the matplotlib ``Axes``.
+    """
+    import matplotlib.pyplot as plt
+
+    roots, children = _children(list(spans))
+    rows: list[tuple[Any, int]] = []
+
+    def walk(span: Any, depth: int) -> None:
+        rows.append((span, depth))
+        for child in children.get(span.context.span_id, []):
+            walk(child, depth + 1)
+
+    for root in roots:
+        walk(root, 0)
+    moments = sorted({t for span, _ in rows for t in (span.start_time, span.end_time)})
+    place = {t: n for n, t in enumerate(moments)}
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.0))
+    colours = {"call": "#1565c0", "step": "#2e7d32", "error": "#c62828"}
+    for y, (span, depth) in enumerate(rows):
+        start, end = place[span.start_time], place[span.end_time]
+        kind = "error" if _status(span) == "ERROR" else ("call" if depth == 0 else "step")
+        ax.barh(y, max(end - start, 0.3), left=start, height=0.5, color=colours[kind])
+        if (span.attributes or {}).get(STILL_RUNNING):
+            ax.text(end + 0.1, y, "… still running", va="center", fontsize=8)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(["    " * depth + span.name for span, depth in rows])
+    ax.invert_yaxis()
+    ax.set_xticks([])
+    ax.set_xlabel("order of events (schematic, not to scale)")
+    ax.set_xlim(-0.5, len(moments) + 1.5)
+    from matplotlib.patches import Patch
+
+    labels = {"call": "tool call", "step": "attempt / status lookup", "error": "status ERROR"}
+    ax.legend(handles=[Patch(color=colours[k], label=labels[k]) for k in labels],
+              loc="lower right", fontsize=8)
+    if title:
+        ax.set_title(title)
+    return ax
