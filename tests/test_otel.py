@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import NoOpTracerProvider, SpanKind, StatusCode
 from test_redaction_promises import assert_nothing_leaks, placed
 
 from agentkit import ToolRegistry, ToolRunner, ToolSpec
@@ -608,3 +608,17 @@ def test_the_timeline_has_one_row_per_span_in_tree_order(fed, provider, exporter
     bars = sorted(ax.patches[:3], key=lambda p: p.get_y())
     assert [round(b.get_x()) for b in bars] == [0, 1, 3]  # call, attempt, then the lookup after it
     assert ax.get_title() == "settled"
+
+
+def test_a_call_the_sampler_drops_makes_no_span_at_all(fed, exporter):
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    provider = TracerProvider(sampler=ALWAYS_OFF)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    handle = instrument(fed, tracer_provider=provider)
+    timed_out_write_settled(fed)
+    assert exporter.get_finished_spans() == ()
+    handle.uninstrument()
+    instrument(fed, tracer_provider=NoOpTracerProvider())
+    timed_out_write_settled(fed)
+    assert exporter.get_finished_spans() == ()

@@ -165,6 +165,8 @@ class Instrumentation:
         return self._epoch_ns + int(at * 1e9)
 
     def _current(self, event: CallEvent) -> _Open | None:
+        if not self._open:  # no call of ours is open (each call's events come in order)
+            return None
         with self._lock:
             stack = self._open.get(event.call_id)
             entry = stack[-1] if stack else None
@@ -197,11 +199,15 @@ class Instrumentation:
             attributes[EFFECT] = event.effect
         span = self._tracer.start_span(name, context=parent, kind=SpanKind.INTERNAL,
                                        attributes=attributes, start_time=self._ns(event.at))
+        if not span.is_recording():  # a no-op tracer, or a sampler that dropped this call:
+            return  # its attempts and lookups would not be recorded either
         entry = _Open(span, trace.set_span_in_context(span), event.operation, event.tool)
         with self._lock:
             self._open.setdefault(event.call_id, []).append(entry)
 
     def _call_ended(self, event: CallEvent) -> None:
+        if not self._open:
+            return
         with self._lock:
             stack = self._open.get(event.call_id)
             if not stack:
