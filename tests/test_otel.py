@@ -317,9 +317,9 @@ def test_the_tree_and_the_frame_show_no_ids_or_times(fed, provider, exporter):
     spans = exporter.get_finished_spans()
     assert span_tree(spans) == (
         "execute_tool save [UNSET] agentkit.outcome=ok agentkit.attempts=1 agentkit.replayed=False\n"
-        "    └── agentkit.attempt save [ERROR] error.type=outcome_unknown "
+        "├── agentkit.attempt save [ERROR] error.type=outcome_unknown "
         "agentkit.outcome=outcome_unknown agentkit.handler_ran=True\n"
-        "    └── agentkit.status_lookup save [UNSET] agentkit.outcome=done"
+        "└── agentkit.status_lookup save [UNSET] agentkit.outcome=done"
     )
     frame = spans_frame(spans)
     assert list(frame["span"]) == ["execute_tool save", "agentkit.attempt save",
@@ -604,7 +604,7 @@ def test_the_timeline_has_one_row_per_span_in_tree_order(fed, provider, exporter
     timed_out_write_settled(fed)
     ax = plot_spans(exporter.get_finished_spans(), title="settled")
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert labels == ["execute_tool save", "    agentkit.attempt save", "    agentkit.status_lookup save"]
+    assert labels == ["execute_tool save", "└ agentkit.attempt save", "└ agentkit.status_lookup save"]
     bars = sorted(ax.patches[:3], key=lambda p: p.get_y())
     assert [round(b.get_x()) for b in bars] == [0, 1, 3]  # call, attempt, then the lookup after it
     assert ax.get_title() == "settled"

@@ -410,7 +410,7 @@ def _label(span: Any) -> str:
     text = " ".join(parts)
     for event in span.events:
         outcome = (event.attributes or {}).get(OUTCOME)
-        text += f"\n  · event {event.name}" + (f" ({outcome})" if outcome else "")
+        text += f"\n· event {event.name}" + (f" ({outcome})" if outcome else "")
     return text
 
 
@@ -420,15 +420,18 @@ def span_tree(spans: Any) -> str:
     roots, children = _children(list(spans))
     lines: list[str] = []
 
-    def walk(span: Any, depth: int) -> None:
-        pad = "    " * depth
-        lines.extend(pad + ("└── " if depth else "") + line if n == 0 else pad + "    " + line
-                     for n, line in enumerate(_label(span).splitlines()))
-        for child in children.get(span.context.span_id, []):
-            walk(child, depth + 1)
+    def walk(span: Any, prefix: str, branch: str, rest: str) -> None:
+        first, *more = _label(span).splitlines()
+        lines.append(prefix + branch + first)
+        below = prefix + rest  # under this span: its events, then its children
+        kids = children.get(span.context.span_id, [])
+        lines.extend(below + ("│   " if kids else "    ") + line for line in more)
+        for n, child in enumerate(kids):
+            last = n == len(kids) - 1
+            walk(child, below, "└── " if last else "├── ", "    " if last else "│   ")
 
     for root in roots:
-        walk(root, 0)
+        walk(root, "", "", "")
     return "\n".join(lines)
 
 
@@ -499,7 +502,7 @@ def plot_spans(spans: Any, *, ax: Any = None, title: str = "") -> Any:
         if (span.attributes or {}).get(STILL_RUNNING):
             ax.text(end + 0.1, y, "… still running", va="center", fontsize=8)
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels(["    " * depth + span.name for span, depth in rows])
+    ax.set_yticklabels([("└ " * min(depth, 1)) + span.name for span, depth in rows])
     ax.invert_yaxis()
     ax.set_xticks([])
     ax.set_xlabel("order of events (schematic, not to scale)")
@@ -508,7 +511,7 @@ def plot_spans(spans: Any, *, ax: Any = None, title: str = "") -> Any:
 
     labels = {"call": "tool call", "step": "attempt / status lookup", "error": "status ERROR"}
     ax.legend(handles=[Patch(color=colours[k], label=labels[k]) for k in labels],
-              loc="lower right", fontsize=8)
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     if title:
         ax.set_title(title)
     return ax
