@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentkit.boundary.concurrency import Attempt, DoneFlag
+from agentkit.policy.events import CallEvent
 
 if TYPE_CHECKING:  # pandas is imported only when a frame is asked for
     import pandas
@@ -42,10 +43,12 @@ class AttemptTimes:
 
     def __init__(self, attempt: Attempt) -> None:
         self.started_at = attempt.started_at
-        self.finished_at: float | None = None
+        self.finished_at: float | None = attempt.finished_at
         self.landed_at: float | None = attempt.landed_at
-        self._done: DoneFlag | None = attempt.done  # until it has returned
-        attempt.add_done_callback(lambda: self._copy(attempt))
+        self._done: DoneFlag | None = None
+        if not attempt.done.is_set():  # a late attempt: copy its times when it returns
+            self._done = attempt.done
+            attempt.add_done_callback(lambda: self._copy(attempt))
 
     def _copy(self, attempt: Attempt) -> None:
         self.started_at = attempt.started_at
@@ -57,6 +60,10 @@ class AttemptTimes:
     def done(self) -> DoneFlag:
         """Set once the attempt has really returned (for tests that wait for a late one)."""
         return self._done if self._done is not None else _SET
+
+#: The record's ``step`` for each event that is one step on its own.
+_STEPS = {"replay": "replay", "refused": "refused", "approval_asked": "approval",
+          "approval_settled": "approval"}
 
 COLUMNS = ["call_id", "tool", "effect", "step", "attempt", "outcome", "handler_ran", "replayed"]
 
@@ -109,6 +116,41 @@ class Trace:
         self._runs: Counter[str] = Counter()
         self._added = 0
         self._lock = threading.Lock()
+        # call_id -> [call started, step started, anything recorded]: calls in progress
+        self._open: dict[str, list[Any]] = {}
+
+    def observe(self, event: CallEvent) -> None:
+        """The trace as an observer of a runner's events (docs/design.md#events): one record
+        per attempt, status lookup, replay, refusal and approval step, as the tables show."""
+        kind = event.kind
+        if kind == "call_started":
+            self._open[event.call_id] = [event.at, event.at, False]
+            return
+        if kind == "call_ended":
+            self._open.pop(event.call_id, None)
+            return
+        state = self._open.get(event.call_id)
+        if state is None:
+            state = self._open[event.call_id] = [event.at, event.at, False]
+        if kind in ("attempt_started", "lookup_started"):
+            state[1] = event.at
+            return
+        if kind == "attempt_ended":
+            record = TraceRecord(event.call_id, event.tool, event.effect, "attempt", event.number,
+                                 event.outcome, event.handler_ran, False, state[1], event.at,
+                                 event.attempt)
+        elif kind == "lookup_ended":
+            record = TraceRecord(event.call_id, event.tool, event.effect, "status_lookup",
+                                 event.number, event.outcome, False, False, state[1], event.at)
+        elif kind in _STEPS and (kind != "approval_settled" or not state[2]):
+            # approval_settled after the approved run is that run's end, recorded already
+            record = TraceRecord(event.call_id, event.tool, event.effect, _STEPS[kind],
+                                 event.number, event.outcome, False, kind == "replay",
+                                 state[0], event.at)
+        else:
+            return
+        state[2] = True
+        self.add(record)
 
     def add(self, record: TraceRecord) -> None:
         with self._lock:

@@ -182,6 +182,10 @@ class StoreBase:
     #: than its per-key lock, reads inside the claiming transaction instead.
     read_before_claim = True
 
+    #: Whether a step may wait (on a lock, a disk, a network): the async runner then runs it on
+    #: a worker thread (or the store's async twin ``a<step>``), never on the event loop.
+    blocking = True
+
     def __init__(self, claim_ttl_seconds: float) -> None:
         ttl = float(claim_ttl_seconds)
         if not ttl > 0:  # also refuses NaN
@@ -228,39 +232,23 @@ class StoreBase:
         Never raises :class:`StoreError`: a store that fails before the claim gives
         ``busy`` (nothing ran), one that fails after the operation ran ``outcome_unknown``.
         """
-        if not isinstance(key, str):
-            raise TypeError("key must be a str")
-        ttl = max(self.claim_ttl_seconds, lease_seconds or 0.0)
-        try:
-            decision = self.claim(
-                key, fingerprint, ttl, may_take_over=recover is not None, full_sync=full_sync
-            )
-        except StoreError as exc:
-            logger.error("could not claim key %r, nothing ran (busy): %s", key, exc)
-            return failure(ErrorCode.BUSY)
-        if isinstance(decision, dict):
-            return decision
-        kind, mine = decision
-        hold(mine.token)
-        keep_live = False
-        try:
-            if on_claim is not None:
-                try:
-                    on_claim(mine.token)
-                except BaseException:
-                    self._quietly(self.drop, key, mine, "the claim stays until its lease")
-                    raise
-            if kind == TAKEN_OVER:
-                assert recover is not None
-                outcome = self._recover(key, mine, recover, full_sync)
-                if outcome is not None:
-                    return outcome
-            result = self._run(key, mine, operation, full_sync)
-            keep_live = on_claim is not None and _is_unknown(result) and is_live(mine.token)
-            return result
-        finally:
-            if not keep_live:
-                let_go(mine.token)
+        # The orchestration is policy: written once as steps (agentkit.policy.steps.once) and
+        # performed here by the sync driver; the async runner drives the same steps.
+        from agentkit.policy.drivers import run_store_steps
+        from agentkit.policy.steps import invoke, once
+
+        def run(mine: Claim) -> Any:
+            return invoke(operation)
+
+        def ask() -> Any:
+            assert recover is not None
+            return invoke(recover)
+
+        return run_store_steps(self, once(
+            self, key, fingerprint, lease_seconds, run=run,
+            recover=None if recover is None else ask, full_sync=full_sync,
+            keep_unknown_live=on_claim is not None, on_claim=on_claim,
+        ))
 
     # ---- the store's steps: each one atomic section (docs/design.md#stores)
 
@@ -434,74 +422,14 @@ class StoreBase:
             return failure(ErrorCode.IN_PROGRESS)
         return (TAKEN_OVER, mine)
 
-    def _recover(
-        self, key: str, mine: Claim, recover: Callable[[], Result | None], full_sync: bool
-    ) -> Result | None:
-        """Ask the status lookup: a result to return, or None when the operation should run."""
-        try:
-            receipt = recover()
-        except Exception:
-            logger.warning("status lookup for key %r raised; outcome unknown", key, exc_info=True)
-            self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
-            return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
-        except BaseException:
-            self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
-            raise
-        if receipt is None:
-            return None  # not done: the caller runs the operation under this claim
-        if not is_ok(receipt):
-            self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
-            return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
-        assert isinstance(receipt, dict)
-        try:
-            self.complete(key, mine, receipt, full_sync)
-        except StoreError as exc:
-            # The lookup found the write done: say so; the next caller asks the lookup again.
-            logger.error("could not record the receipt of key %r: %s", key, exc)
-        return receipt
-
-    def _run(
-        self, key: str, mine: Claim, operation: Callable[[], Result], full_sync: bool
-    ) -> Result:
-        try:
-            result = operation()
-        except Exception:
-            self._quietly(self.drop, key, mine, "the claim stays until its lease")
-            raise
-        except BaseException:
-            # Interrupted mid-write: the outcome is unknown, but nobody runs it any more.
-            self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
-            raise
-        if is_ok(result):
-            try:
-                self.complete(key, mine, result, full_sync)
-            except StoreError as exc:
-                logger.error(
-                    "key %r ran but its result could not be recorded, outcome unknown: %s",
-                    key, exc,
-                )
-                self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
-                return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
-        elif _is_unknown(result):
-            pass  # it may still be running: the claim stays until its lease or owner ends
-        else:
-            self._quietly(self.drop, key, mine, "the claim stays until its lease")
-            if not isinstance(result, dict):
-                raise TypeError(f"operation must return a dict, not {type(result).__name__}")
-        return result
-
     def _quietly(
         self, step: Callable[[str, Claim], None], key: str, mine: Claim, consequence: str
     ) -> None:
-        """Tidy a claim after the operation; a failing store is logged, never raised."""
+        """Tidy a claim; a failing store is logged, never raised."""
         try:
             step(key, mine)
         except StoreError as exc:
             logger.error("could not update the claim on key %r (%s): %s", key, consequence, exc)
-
-
-def _is_unknown(result: Any) -> bool:
-    return isinstance(result, dict) and result.get("error") == ErrorCode.OUTCOME_UNKNOWN
 
 
 def _loads(text: str) -> dict[str, Any]:

@@ -95,6 +95,9 @@ class IdempotencyStore(StoreBase):
     inject one.
     """
 
+    #: A step holds one in-process lock for microseconds: the async runner calls it on its loop.
+    blocking = False
+
     def __init__(
         self,
         claim_ttl_seconds: float = 300,
