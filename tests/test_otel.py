@@ -30,9 +30,6 @@ from agentkit import ToolRegistry, ToolRunner, ToolSpec
 from agentkit.faces.otel import Instrumentation, instrument, span_tree, spans_frame
 from agentkit.policy.events import CallEvent
 
-REAL_EVENTS = hasattr(ToolRunner, "add_observer")
-needs_events = pytest.mark.skipif(not REAL_EVENTS, reason="the runner's events (interface C) not merged yet")
-
 
 @pytest.fixture
 def exporter() -> InMemorySpanExporter:
@@ -396,7 +393,6 @@ def timed_out_runner(ledger: Ledger, release: threading.Event) -> ToolRunner:
     return ToolRunner(ToolRegistry([spec]), sleep=never_sleep)
 
 
-@needs_events
 def test_a_timed_out_write_settled_by_its_lookup(driver, provider, exporter):
     ledger, release = Ledger(), threading.Event()
     runner = timed_out_runner(ledger, release)
@@ -452,7 +448,6 @@ def script(runner: ToolRunner, driver) -> None:
     driver(runner.deny, other["approval_id"])
 
 
-@needs_events
 def test_both_drivers_make_the_same_spans(provider, exporter):
     trees = []
     for driver in (Driver("call"), Driver("acall")):
@@ -466,7 +461,6 @@ def test_both_drivers_make_the_same_spans(provider, exporter):
     assert "execute_tool nope [ERROR] error.type=unknown_tool" in tree
 
 
-@needs_events
 def test_approve_is_an_execute_tool_span_with_the_attempt_as_its_child(driver, provider, exporter):
     ledger = Ledger()
     spec = ToolSpec("send", "Send.", "irreversible_write", 1.0, 1, 100, ledger.write)
@@ -487,7 +481,6 @@ def test_approve_is_an_execute_tool_span_with_the_attempt_as_its_child(driver, p
     assert "agentkit.replay" in [e.name for e in replay.events]
 
 
-@needs_events
 def test_the_callers_span_is_the_parent_on_both_drivers(driver, provider, exporter):
     spec = ToolSpec("find", "Find.", "read", 1.0, 1, 100, echo)
     runner = ToolRunner(ToolRegistry([spec]))
@@ -512,7 +505,6 @@ def test_the_callers_span_is_the_parent_on_both_drivers(driver, provider, export
                 outer.get_span_context().trace_id}) == 1
 
 
-@needs_events
 def test_no_argument_and_no_result_text_by_default(driver, provider, exporter):
     secret_arg, out = "argument-value-41", "result-text-42"
     spec = ToolSpec("find", "Find.", "read", 1.0, 1, 100, lambda text: out)
@@ -544,7 +536,6 @@ class Exploding:
         return True
 
 
-@needs_events
 def test_a_failing_tracer_never_changes_a_result(driver):
     provider = TracerProvider()
     provider.add_span_processor(Exploding())
@@ -572,7 +563,6 @@ def spans_text(exporter: InMemorySpanExporter) -> tuple[str, str]:
     return "".join(recorded), "\n".join(rest)
 
 
-@needs_events
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(case=placed())
