@@ -119,6 +119,8 @@ class Instrumentation:
         self.runner = runner
         self.record_content = record_content
         self._tracer = tracer
+        # OpenTelemetry's own no-op tracer never records: its observer returns at once.
+        self._off = type(tracer) is trace.NoOpTracer
         self._open: dict[str, list[_Open]] = {}
         self._lock = threading.Lock()
         # time.monotonic() -> wall-clock nanoseconds, fixed once.
@@ -157,6 +159,8 @@ class Instrumentation:
     # ------------------------------------------------------------------ the observer
 
     def __call__(self, event: CallEvent) -> None:
+        if self._off:
+            return
         handler = _HANDLERS.get(event.kind)
         if handler is not None:
             handler(self, event)
