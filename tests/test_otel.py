@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 )
 from opentelemetry.trace import NoOpTracerProvider, SpanKind, StatusCode
 from test_redaction_promises import assert_nothing_leaks, placed
+from test_render import AWS, OPENAI, PEM
 
 from agentkit import ToolRegistry, ToolRunner, ToolSpec
 from agentkit.faces.otel import Instrumentation, instrument, span_tree, spans_frame
@@ -612,3 +613,19 @@ def test_a_call_the_sampler_drops_makes_no_span_at_all(fed, exporter):
     instrument(fed, tracer_provider=NoOpTracerProvider())
     timed_out_write_settled(fed)
     assert exporter.get_finished_spans() == ()
+
+
+@pytest.mark.parametrize("secret", [OPENAI, AWS, PEM, "DB_PASSWORD=hunter2hunter2"],
+                         ids=["openai", "aws", "pem", "password"])
+def test_the_render_suites_secrets_stay_out_of_spans_on_both_drivers(driver, provider, exporter, secret):
+    spec = ToolSpec("t", "Test tool.", "read", 2.0, 1, 200, lambda: f"before {secret} after",
+                    parameters={"type": "object"})
+    runner = ToolRunner(ToolRegistry([spec]))
+    instrument(runner, tracer_provider=provider, record_content=True)
+    result = driver(runner.call, "t", {})
+    assert result["ok"] and result["redactions"] >= 1
+    recorded, rest = spans_text(exporter)
+    assert recorded == result["data"] and "[REDACTED]" in recorded
+    value = secret.split("=", 1)[-1]
+    for text in (recorded, rest):
+        assert value not in text and value[:20] not in text
