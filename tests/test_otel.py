@@ -471,6 +471,12 @@ def test_approve_is_an_execute_tool_span_with_the_attempt_as_its_child(driver, p
     approved = driver(runner.approve, asked["approval_id"])
     again = driver(runner.approve, asked["approval_id"])
     assert approved["ok"] and again["replayed"] and ledger.calls == 1
+    assert driver(runner.deny, asked["approval_id"])["replayed"]  # too late: it ran
+    assert driver(runner.deny, "no-such-id")["error"] == "forbidden"
+    settled, unknown = sorted((s for s in exporter.get_finished_spans() if s.name.startswith("agentkit.deny")),
+                              key=lambda s: s.start_time)
+    assert settled.status.status_code is StatusCode.UNSET and unknown.status.status_code is StatusCode.ERROR
+    assert unknown.attributes["error.type"] == "forbidden"
     ask, run, replay = sorted(by_name(exporter)["execute_tool send"], key=lambda s: s.start_time)
     assert ask.attributes["agentkit.outcome"] == "approval_required"
     assert ask.status.status_code is StatusCode.UNSET
@@ -568,20 +574,25 @@ def spans_text(exporter: InMemorySpanExporter) -> tuple[str, str]:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(case=placed())
 def test_a_secret_in_a_handlers_output_never_reaches_a_span(case):
-    """The redaction suite's own hostile outputs, with content recording on."""
+    """The redaction suite's own hostile outputs, with content recording on: the recorded
+    result is exactly the data the model saw (which that suite proves clean), and nothing
+    else in any span depends on the output at all."""
     text, parts, limit = case
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    spec = ToolSpec("t", "Test tool.", "read", 5.0, 1, limit, lambda: text,
-                    parameters={"type": "object"})
-    runner = ToolRunner(ToolRegistry([spec]))
-    instrument(runner, tracer_provider=provider, record_content=True)
-    result = runner.call("t", {})
-    recorded, rest = spans_text(exporter)
+
+    def spans_of(output: str) -> tuple[dict, str, str]:
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        spec = ToolSpec("t", "Test tool.", "read", 5.0, 1, limit, lambda: output,
+                        parameters={"type": "object"})
+        runner = ToolRunner(ToolRegistry([spec]))
+        instrument(runner, tracer_provider=provider, record_content=True)
+        return (runner.call("t", {}, call_id="c"), *spans_text(exporter))
+
+    result, recorded, rest = spans_of(text)
     assert recorded == result["data"]  # exactly what the model saw, nothing more
     assert_nothing_leaks(recorded, parts, limit)
-    assert_nothing_leaks(rest, parts, len(rest))
+    assert rest == spans_of("harmless")[2]  # names, ids, codes: the same whatever the output
 
 
 def test_the_timeline_has_one_row_per_span_in_tree_order(fed, provider, exporter):

@@ -26,7 +26,7 @@ policy's events (:mod:`agentkit.policy.events`) become spans:
   ``agentkit.replay`` event and no attempt. ``deny``/``adeny`` execute nothing: one span
   ``agentkit.deny {tool}`` (no ``gen_ai.operation.name``), whose status is ERROR only when the
   denial itself failed (an unknown id, a store that could not be used), not when it settled the
-  approval as ``forbidden``.
+  approval as ``forbidden`` or found it already settled.
 
 No argument value and no result text is recorded by default. With ``record_content=True`` the
 call span gets ``gen_ai.tool.call.result``: the result's ``data`` exactly as the model saw it,
@@ -190,11 +190,10 @@ class Instrumentation:
 
     def _call_started(self, event: CallEvent) -> None:
         parent = None  # the caller's current context: its span, if any, is the parent
+        name = span_name(event.operation, event.tool)
         if event.operation == "deny":
-            name = f"agentkit.deny {event.tool}"
             attributes: dict[str, Any] = {TOOL_NAME: event.tool}
         else:
-            name = f"{EXECUTE_TOOL} {event.tool}"
             attributes = {OPERATION_NAME: EXECUTE_TOOL, TOOL_NAME: event.tool,
                           TOOL_TYPE: FUNCTION}
         attributes[TOOL_CALL_ID] = event.call_id
@@ -305,7 +304,7 @@ class Instrumentation:
         if event.approval_id:
             attributes[APPROVAL_ID] = event.approval_id
             entry.span.set_attribute(APPROVAL_ID, event.approval_id)
-        if event.kind == "approval_settled":
+        if event.kind in ("approval_settled", "replay"):  # a deny that settled, or found settled
             entry.settled = True
         entry.span.add_event(f"agentkit.{event.kind}", attributes, timestamp=self._ns(event.at))
 
