@@ -561,3 +561,60 @@ def test_a_coroutine_handler_may_call_a_sync_entry_point_without_deadlocking_its
     result = arun(ToolRunner(registry).acall("outer", {"query": "q"}))
     assert result["ok"] and result["data"] == "notes about q"
     assert inner_tools.calls == 1 and inner_tools.threads[0].startswith("agentkit-worker")
+
+
+# --------------------------------------------------------------------------- no thread per call
+
+
+def test_300_awaiting_acalls_hold_no_thread_each() -> None:
+    """DESIGN §11: a coroutine handler awaited through ``acall`` holds no OS thread."""
+    in_flight = 300
+    entered = 0
+
+    async def go() -> tuple[int, int, list[dict[str, Any]]]:
+        nonlocal entered
+        release = asyncio.Event()
+        all_in = asyncio.Event()
+
+        async def wait(query: str) -> str:
+            nonlocal entered
+            entered += 1
+            if entered == in_flight:
+                all_in.set()
+            await release.wait()
+            return query
+
+        spec = ToolSpec("wait", "Wait.", "read", 30.0, 1, 100, wait)
+        runner = ToolRunner(ToolRegistry([spec]))
+        before = threading.active_count()
+        calls = [asyncio.ensure_future(runner.acall("wait", {"query": str(n)}))
+                 for n in range(in_flight)]
+        await all_in.wait()
+        during = threading.active_count()
+        release.set()
+        return before, during, list(await asyncio.gather(*calls))
+
+    before, during, results = arun(go())
+    assert entered == in_flight and all(r["ok"] for r in results)
+    assert during - before <= 8
+
+
+def test_a_replayed_write_through_acall_stays_on_the_loop_with_the_memory_store() -> None:
+    tools = AsyncTools()
+    runner = ToolRunner(async_registry(tools))
+    threads: list[str] = []
+    original = runner.store.claim
+
+    def claim(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return original(*args, **kwargs)
+
+    runner.store.claim = claim  # type: ignore[method-assign]
+
+    async def go() -> tuple[dict[str, Any], dict[str, Any]]:
+        first = await runner.acall(*ARGS["reversible_write"])
+        return first, await runner.acall(*ARGS["reversible_write"])
+
+    first, again = arun(go())
+    assert first["ok"] and again["replayed"] is True and tools.calls == 1
+    assert threads == [threading.current_thread().name] * 2  # no hop: the loop's own thread

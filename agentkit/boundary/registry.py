@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentkit.boundary.authorization import Policy, check_policy
+from agentkit.boundary.concurrency import Slot
 from agentkit.boundary.redaction import Redactor
 from agentkit.boundary.schema import Validator, compile_validator, derive_parameters
 from agentkit.boundary.spec import Effect, ToolSpec
@@ -31,7 +32,7 @@ class RegisteredTool:
 
     spec: ToolSpec
     validator: Validator
-    slot: threading.Semaphore | None
+    slot: Slot | None
 
 
 class ToolRegistry:
@@ -61,7 +62,7 @@ class ToolRegistry:
         if spec.parameters is None:
             spec = dataclasses.replace(spec, parameters=derive_parameters(spec.handler))
         validator = compile_validator(spec.parameters)  # type: ignore[arg-type]
-        slot = threading.BoundedSemaphore(spec.max_concurrency) if spec.max_concurrency else None
+        slot = Slot(spec.max_concurrency) if spec.max_concurrency else None
         with self._lock:
             if spec.name in self._entries:
                 raise ValueError("duplicate_tool")

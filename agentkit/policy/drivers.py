@@ -7,9 +7,10 @@ each event to the observers on the caller's own thread or task. Nothing is decid
 
 - :class:`SyncDriver` (``call``, ``approve``, ``deny``, ``run_once``): performs everything on
   the caller's thread; a handler attempt runs on a worker thread, as the boundary does it.
-- :class:`AsyncDriver` (``acall``, ``aapprove``, ``adeny``): a coroutine handler or lookup
-  runs on the caller's loop with no thread hand-off and holds no thread while it awaits; a
-  sync one goes to a worker and back. A store step uses the store's async twin
+- :class:`AsyncDriver` (``acall``, ``aapprove``, ``adeny``): attempts and lookups go through
+  the boundary's async twins (``aexecute``, ``arun_limited``): a coroutine handler or lookup
+  runs on the caller's loop with no thread hand-off and holds no thread while it awaits (nor
+  while it waits for a slot); a sync one goes to a worker and back. A store step uses the store's async twin
   (``store.a<step>``) when it has one, runs right here when the store says it never blocks
   (``blocking = False``: the memory store), and otherwise runs on a worker, so SQLite's busy
   timeout or PostgreSQL's connect timeout never blocks the loop. From the policy's
@@ -27,14 +28,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentkit.boundary.concurrency import (
-    Attempt,
     WorkerUnavailable,
-    is_coroutine_handler,
+    arun_limited,
     run_limited,
-    run_on_this_loop,
     run_on_worker,
 )
-from agentkit.boundary.invoke import conclude, execute, renderer
+from agentkit.boundary.invoke import aexecute, execute
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.policy.effects import (
     PROTECT,
@@ -191,14 +190,10 @@ class AsyncDriver:
         if kind is StoreStep:
             return await self._store_step(effect)
         if kind is RunAttempt:
-            return await self._attempt(effect)
+            return await aexecute(self.registry, effect.entry, effect.arguments, effect.call_id)
         if kind is AskLookup:
-            if is_coroutine_handler(effect.lookup):
-                return await run_on_this_loop(effect.lookup, effect.arguments, attempt=effect.probe,
-                                              timeout=effect.timeout, slot=None, finish=effect.finish)
-            return await run_on_worker(run_limited, effect.lookup, effect.arguments,
-                                       attempt=effect.probe, timeout=effect.timeout, slot=None,
-                                       finish=effect.finish)
+            return await arun_limited(effect.lookup, effect.arguments, attempt=effect.probe,
+                                      timeout=effect.timeout, slot=None, finish=effect.finish)
         if kind is Pause:
             return await self.asleep(effect.seconds)
         if kind is Invoke:
@@ -224,22 +219,6 @@ class AsyncDriver:
             return await run_on_worker(method, *step.args, **step.kwargs)
         except WorkerUnavailable as exc:
             raise StoreError(f"no worker thread for the store step {step.name}: {exc}") from exc
-
-    async def _attempt(self, effect: RunAttempt) -> tuple[dict[str, Any], Attempt]:
-        """A coroutine handler whose slot is free runs right here; anything else (a sync
-        handler, a slot to wait for) goes to a worker, as the sync path runs it."""
-        entry = effect.entry
-        spec = entry.spec
-        if is_coroutine_handler(spec.handler):
-            slot = entry.slot
-            if slot is None or slot.acquire(blocking=False):
-                attempt = Attempt(tool=spec.name, call_id=effect.call_id)
-                status = await run_on_this_loop(
-                    spec.handler, effect.arguments, attempt=attempt, timeout=spec.timeout_seconds,
-                    slot=slot, finish=renderer(self.registry, spec, effect.call_id),
-                )
-                return conclude(entry, attempt, status, effect.call_id), attempt
-        return await run_on_worker(execute, self.registry, entry, effect.arguments, effect.call_id)
 
 
 def _off_this_loop(store: Any, step: StoreStep) -> None:
