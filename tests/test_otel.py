@@ -640,3 +640,32 @@ def test_the_render_suites_secrets_stay_out_of_spans_on_both_drivers(driver, pro
     value = secret.split("=", 1)[-1]
     for text in (recorded, rest):
         assert value not in text and value[:20] not in text
+
+
+def test_a_coroutine_handler_makes_the_same_spans_on_both_drivers(provider, exporter):
+    async def afind(text: str) -> str:
+        await asyncio.sleep(0)
+        return text
+
+    trees = []
+    for driver in (Driver("call"), Driver("acall")):
+        exporter.clear()
+        runner = ToolRunner(ToolRegistry([ToolSpec("afind", "Find.", "read", 1.0, 1, 100, afind)]))
+        instrument(runner, tracer_provider=provider)
+        tracer = provider.get_tracer("host")
+
+        async def host(runner=runner, tracer=tracer):
+            with tracer.start_as_current_span("host"):
+                return await runner.acall("afind", {"text": "x"})
+
+        if driver.is_async:
+            assert asyncio.run(host())["data"] == "x"
+        else:
+            with tracer.start_as_current_span("host"):
+                assert runner.call("afind", {"text": "x"})["data"] == "x"
+        trees.append(span_tree(exporter.get_finished_spans()))
+    assert trees[0] == trees[1] == (
+        "host [UNSET]\n"
+        "└── execute_tool afind [UNSET] agentkit.outcome=ok agentkit.attempts=1 agentkit.replayed=False\n"
+        "    └── agentkit.attempt afind [UNSET] agentkit.outcome=ok agentkit.handler_ran=True"
+    )
