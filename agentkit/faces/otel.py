@@ -221,19 +221,19 @@ class Instrumentation:
         span = entry.span
         self._learn(entry, event)
         result: Mapping[str, Any] = event.result if event.result is not None else {}
-        span.set_attribute(ATTEMPTS, _int(result.get("attempts")))
-        span.set_attribute(REPLAYED, result.get("replayed") is True)
         ok = result.get("ok") is True
         code = "ok" if ok else str(result.get("error") or event.outcome or "unknown")
-        span.set_attribute(OUTCOME, code)
+        attributes: dict[str, Any] = {ATTEMPTS: _int(result.get("attempts")),
+                                      REPLAYED: result.get("replayed") is True, OUTCOME: code}
         status = None
         if not ok and code not in _NOT_AN_ERROR and not (entry.operation == "deny" and entry.settled):
-            span.set_attribute(ERROR_TYPE, code)
+            attributes[ERROR_TYPE] = code
             status = Status(StatusCode.ERROR, code)
         if ok and self.record_content and entry.operation != "deny":
             data = result.get("data")
             if isinstance(data, str) and self._redacted(entry.tool):
-                span.set_attribute(TOOL_CALL_RESULT, data)
+                attributes[TOOL_CALL_RESULT] = data
+        span.set_attributes(attributes)
         self._close(entry, status, self._ns(event.at))
 
     def _redacted(self, tool: str) -> bool:
@@ -270,14 +270,14 @@ class Instrumentation:
         span = entry.attempts.pop(event.number, None)
         if span is None:
             return
-        span.set_attribute(OUTCOME, event.outcome)
-        span.set_attribute(HANDLER_RAN, event.handler_ran)
+        attributes: dict[str, Any] = {OUTCOME: event.outcome, HANDLER_RAN: event.handler_ran}
         attempt = event.attempt  # read now, never kept
         if attempt is not None and attempt.running:
-            span.set_attribute(STILL_RUNNING, True)
+            attributes[STILL_RUNNING] = True
         if event.outcome != "ok":
-            span.set_attribute(ERROR_TYPE, event.outcome)
+            attributes[ERROR_TYPE] = event.outcome
             span.set_status(Status(StatusCode.ERROR, event.outcome))
+        span.set_attributes(attributes)
         span.end(end_time=self._ns(event.at))
 
     def _lookup_ended(self, event: CallEvent) -> None:
