@@ -669,3 +669,51 @@ def test_a_coroutine_handler_makes_the_same_spans_on_both_drivers(provider, expo
         "└── execute_tool afind [UNSET] agentkit.outcome=ok agentkit.attempts=1 agentkit.replayed=False\n"
         "    └── agentkit.attempt afind [UNSET] agentkit.outcome=ok agentkit.handler_ran=True"
     )
+
+
+def test_concurrent_calls_keep_their_own_children_and_parents(provider, exporter):
+    """Threads and tasks in flight at once: every attempt under its own call, every call
+    under the host span of the thread or task that made it."""
+    together = threading.Barrier(8)
+
+    def meet(n: int) -> int:
+        together.wait(10)  # all eight attempts are running at the same time
+        return n
+
+    async def ameet(n: int) -> int:
+        await asyncio.sleep(0)
+        return n
+
+    specs = [ToolSpec("meet", "Meet.", "read", 20.0, 1, 100, meet),
+             ToolSpec("ameet", "Meet.", "read", 20.0, 1, 100, ameet)]
+    runner = ToolRunner(ToolRegistry(specs))
+    instrument(runner, tracer_provider=provider)
+    tracer = provider.get_tracer("host")
+
+    def host(n: int) -> None:
+        with tracer.start_as_current_span(f"host {n}"):
+            runner.call("meet", {"n": n}, call_id=f"t{n}")
+
+    threads = [threading.Thread(target=host, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+    async def ahost(n: int) -> None:
+        with tracer.start_as_current_span(f"host a{n}"):
+            await runner.acall("ameet", {"n": n}, call_id=f"a{n}")
+
+    async def many() -> None:
+        await asyncio.gather(*(ahost(n) for n in range(8)))
+
+    asyncio.run(many())
+    spans = exporter.get_finished_spans()
+    by_id = {s.context.span_id: s for s in spans}
+    calls = [s for s in spans if s.name.startswith("execute_tool")]
+    assert len(calls) == 16
+    for call in calls:
+        call_id = call.attributes["gen_ai.tool.call.id"]
+        assert by_id[call.parent.span_id].name == f"host {call_id.lstrip('t')}"
+        (attempt,) = children_of(exporter, call)
+        assert attempt.attributes["agentkit.outcome"] == "ok"
