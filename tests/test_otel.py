@@ -717,3 +717,19 @@ def test_concurrent_calls_keep_their_own_children_and_parents(provider, exporter
         assert by_id[call.parent.span_id].name == f"host {call_id.lstrip('t')}"
         (attempt,) = children_of(exporter, call)
         assert attempt.attributes["agentkit.outcome"] == "ok"
+
+
+def test_an_instrumented_runner_is_not_kept_alive(provider, exporter):
+    import gc
+    import weakref
+
+    spec = ToolSpec("find", "Find.", "read", 1.0, 1, 100, echo)
+    runner = ToolRunner(ToolRegistry([spec]))
+    handle = instrument(runner, tracer_provider=provider)
+    runner.call("find", {"text": "x"})
+    assert handle.runner is runner
+    gone = weakref.ref(runner)
+    del runner
+    gc.collect()
+    assert gone() is None and handle.runner is None
+    handle.uninstrument()  # still safe

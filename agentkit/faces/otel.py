@@ -116,7 +116,10 @@ class Instrumentation:
     Also a context manager: ``with instrument(runner): ...`` instruments for the block only."""
 
     def __init__(self, runner: ToolRunner, tracer: Tracer, record_content: bool) -> None:
-        self.runner = runner
+        # A weak reference: the runner holds this observer, and one instrumentation per runner
+        # is remembered (_CURRENT) only as long as the runner itself lives.
+        self._runner = weakref.ref(runner)
+        self._registry = runner.registry
         self.record_content = record_content
         self._tracer = tracer
         # OpenTelemetry's own no-op tracer never records: its observer returns at once.
@@ -126,6 +129,11 @@ class Instrumentation:
         # time.monotonic() -> wall-clock nanoseconds, fixed once.
         self._epoch_ns = time.time_ns() - time.monotonic_ns()
         self._remove: Callable[[], None] | None = None
+
+    @property
+    def runner(self) -> ToolRunner | None:
+        """The instrumented runner (None once it has been garbage-collected)."""
+        return self._runner()
 
     @property
     def active(self) -> bool:
@@ -138,8 +146,9 @@ class Instrumentation:
         if remove is None:
             return
         remove()
-        if _CURRENT.get(self.runner) is self:
-            del _CURRENT[self.runner]
+        runner = self._runner()
+        if runner is not None and _CURRENT.get(runner) is self:
+            del _CURRENT[runner]
         with self._lock:
             stacks, self._open = list(self._open.values()), {}
         for stack in stacks:
@@ -238,7 +247,7 @@ class Instrumentation:
 
     def _redacted(self, tool: str) -> bool:
         """Content is recorded only for a tool whose output the boundary redacts."""
-        spec = self.runner.registry.get(tool)
+        spec = self._registry.get(tool)
         return spec is not None and spec.redact
 
     def _close(self, entry: _Open, status: Status | None, end: int | None = None) -> None:
