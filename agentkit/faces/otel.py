@@ -38,6 +38,11 @@ nanoseconds once, when ``instrument`` is called). An observer never changes a re
 runner logs and ignores one that raises, and this one ends its spans whatever the order of the
 events it sees.
 
+``instrument`` returns an :class:`Instrumentation`: ``uninstrument()`` (or leaving its ``with``
+block) stops it; instrumenting the same runner again replaces it. :func:`span_tree`,
+:func:`spans_frame` and :func:`plot_spans` read finished spans back (an SDK exporter's) as
+text, a DataFrame and a timeline, with no ids or times, for notebooks and tests.
+
 Needs the optional extra ``otel`` (``pip install 'agentkit[otel]'``: ``opentelemetry-api``).
 Without an SDK configured the spans are OpenTelemetry's no-op spans and cost almost nothing.
 """
