@@ -567,7 +567,7 @@ def test_a_coroutine_handler_may_call_a_sync_entry_point_without_deadlocking_its
 
 
 def test_300_awaiting_acalls_hold_no_thread_each() -> None:
-    """DESIGN §11: a coroutine handler awaited through ``acall`` holds no OS thread."""
+    """docs/design.md#drivers: a coroutine handler awaited through ``acall`` holds no OS thread."""
     in_flight = 300
     entered = 0
 

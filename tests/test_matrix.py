@@ -190,7 +190,7 @@ def test_irreversible_cells_ask_for_approval_then_run_once():
     (asked, approved) = cell.steps
     assert asked[1]["error"] == "approval_required" and asked[0].startswith("call send_payment")
     assert approved[0] == f"approve {asked[1]['approval_id']}"
-    # DESIGN §6 rev 3: the payment may have landed (it did) and there is no status lookup
+    # docs/design.md#irreversible-writes: the payment may have landed (it did) and there is no status lookup
     assert (approved[1]["error"], approved[1]["retryable"]) == ("outcome_unknown", False)
     assert cell.writes == 1  # the payment went out: that is why it is never retried
 

@@ -440,7 +440,7 @@ def test_approvals_expire(counted):
 
 
 def test_an_irreversible_failure_is_not_retried(counted):
-    """DESIGN §6 rev 3: a disconnect does not prove the write failed; with no status lookup
+    """docs/design.md#irreversible-writes: a disconnect does not prove the write failed; with no status lookup
     the outcome is unknown (never transient_failure), and nothing is retried."""
     def drop(to: str) -> str:
         raise ConnectionError("reset")

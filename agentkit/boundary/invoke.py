@@ -21,6 +21,7 @@ from agentkit.boundary.concurrency import (
     Attempt,
     HandlerCancelled,
     arun_limited,
+    run_here,
     run_limited,
 )
 from agentkit.boundary.context import CallContext
@@ -184,6 +185,11 @@ async def aexecute(
     """
     spec = entry.spec
     attempt = Attempt(spec.name, call_id)
+    if entry.coroutine and (entry.slot is None or entry.slot.acquire(blocking=False)):
+        # The common case in one step less: no slot to wait for, the handler runs right here.
+        status = await run_here(spec.handler, checked, attempt, spec.timeout_seconds, entry.slot,
+                                renderer(registry, spec, call_id), renders_large)
+        return conclude(entry, attempt, status, call_id), attempt
     status = await arun_limited(
         spec.handler,
         checked,

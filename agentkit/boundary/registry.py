@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentkit.boundary.authorization import Policy, check_policy
-from agentkit.boundary.concurrency import Slot
+from agentkit.boundary.concurrency import Slot, is_coroutine_handler
 from agentkit.boundary.redaction import Redactor
 from agentkit.boundary.schema import Validator, compile_validator, derive_parameters
 from agentkit.boundary.spec import Effect, ToolSpec
@@ -24,15 +24,17 @@ from agentkit.boundary.spec import Effect, ToolSpec
 FORMATS = ("anthropic", "mcp", "openai")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RegisteredTool:
     """A tool as the registry holds it, what :meth:`ToolRegistry.entry` returns: the spec (its
-    parameters filled in), the argument validator compiled from them, and the concurrency
-    slot (None: no limit). The boundary and the runner run every call from one of these."""
+    parameters filled in), the argument validator compiled from them, the concurrency slot
+    (None: no limit) and whether its handler is a coroutine function (decided once, here).
+    The boundary and the runner run every call from one of these."""
 
     spec: ToolSpec
     validator: Validator
     slot: Slot | None
+    coroutine: bool = False
 
 
 class ToolRegistry:
@@ -66,7 +68,7 @@ class ToolRegistry:
         with self._lock:
             if spec.name in self._entries:
                 raise ValueError("duplicate_tool")
-            self._entries[spec.name] = RegisteredTool(spec, validator, slot)
+            self._entries[spec.name] = RegisteredTool(spec, validator, slot, is_coroutine_handler(spec.handler))
         return spec
 
     def add_policy(self, policy: Policy) -> None:

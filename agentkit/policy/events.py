@@ -59,6 +59,33 @@ class CallEvent:
     attempt: Attempt | None = field(default=None, repr=False, compare=False)
 
 
+def _fast_init(
+    self: CallEvent, kind: str, call_id: str, tool: str, effect: str, at: float, number: int = 0,
+    outcome: str = "", handler_ran: bool = False, approval_id: str = "", operation: str = "call",
+    result: Mapping[str, Any] | None = None, attempt: Attempt | None = None,
+) -> None:
+    """The dataclass's own ``__init__``, without its per-field ``object.__setattr__`` lookups:
+    each slot is filled by its descriptor (an event is made at every step of every call)."""
+    _set_kind(self, kind)
+    _set_call_id(self, call_id)
+    _set_tool(self, tool)
+    _set_effect(self, effect)
+    _set_at(self, at)
+    _set_number(self, number)
+    _set_outcome(self, outcome)
+    _set_handler_ran(self, handler_ran)
+    _set_approval_id(self, approval_id)
+    _set_operation(self, operation)
+    _set_result(self, result)
+    _set_attempt(self, attempt)
+
+
+_slots = CallEvent.__dict__
+(_set_kind, _set_call_id, _set_tool, _set_effect, _set_at, _set_number, _set_outcome,
+ _set_handler_ran, _set_approval_id, _set_operation, _set_result, _set_attempt) = (
+    _slots[name].__set__ for name in CallEvent.__dataclass_fields__)
+CallEvent.__init__ = _fast_init  # type: ignore[method-assign]
+
 #: An observer is any callable taking one event; its return value is ignored.
 Observer = Callable[[CallEvent], None]
 

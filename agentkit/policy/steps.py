@@ -113,9 +113,11 @@ class Call:
     def spec(self) -> ToolSpec:
         return self.entry.spec
 
-    def event(self, kind: str, **fields: Any) -> CallEvent:
+    def event(self, kind: str, number: int = 0, outcome: str = "", handler_ran: bool = False,
+              attempt: Attempt | None = None, approval_id: str = "") -> CallEvent:
         spec = self.entry.spec
-        return CallEvent(kind, self.call_id, spec.name, spec.effect.value, time.monotonic(), **fields)
+        return CallEvent(kind, self.call_id, spec.name, spec.effect.value, time.monotonic(),
+                         number, outcome, handler_ran, approval_id, "call", None, attempt)
 
 
 class Policy:
@@ -143,36 +145,42 @@ class Policy:
         entry, checked, refusal = preflight(self.registry, name, arguments, self.context, call_id)
         tool = entry.spec.name if entry is not None else safe_name(name)
         effect = entry.spec.effect.value if entry is not None else ""
-        holder: list[Call] = []
-        body = self._call(entry, checked, refusal, call_id, tool, effect, holder)
-        return (yield from _framed(body, "call", call_id, tool, effect, started,
-                                   lambda: runner_failed(holder)))
-
-    def _call(self, entry: RegisteredTool | None, checked: dict[str, Any] | None,
-              refusal: dict[str, Any] | None, call_id: str, tool: str, effect: str,
-              holder: list[Call]) -> Steps[dict[str, Any]]:
+        yield CallEvent("call_started", call_id, tool, effect, started)
+        call: Call | None = None
         try:
             if refusal is not None:
                 yield CallEvent("refused", call_id, tool, effect, time.monotonic(),
                                 outcome=refusal["error"])
-                return finish(refusal, 0, False, effect)
-            assert entry is not None and checked is not None
-            call = Call(call_id, entry, checked)
-            holder.append(call)
-            if entry.spec.effect is Effect.READ:
-                return (yield from self._read(call))
-            try:
-                self._keys(call)
-            except Exception:
-                log.exception("%s %s: idempotency_key failed", call_id, tool)
-                yield call.event("refused", outcome=ErrorCode.TOOL_FAILURE.value)
-                return finish(failure(ErrorCode.TOOL_FAILURE), 0, False, effect)
-            if entry.spec.effect is Effect.REVERSIBLE_WRITE:
-                return (yield from self._reversible(call))
-            return (yield from self._ask_approval(call))
+                result = finish(refusal, 0, False, effect)
+            else:
+                assert entry is not None and checked is not None
+                call = Call(call_id, entry, checked)
+                if entry.spec.effect is Effect.READ:
+                    result = yield from self._read(call)
+                else:
+                    result = yield from self._write(call)
+        except GeneratorExit:
+            raise
         except Exception:
             log.exception("%s %s: the runner failed", call_id, tool)
-            return runner_failed(holder)
+            result = runner_failed(call)
+        except BaseException:  # the caller went away (an interrupt, a cancelled task)
+            yield CallEvent("call_ended", call_id, tool, effect, time.monotonic(),
+                            result=runner_failed(call))
+            raise
+        yield CallEvent("call_ended", call_id, tool, effect, time.monotonic(), result=result)
+        return result
+
+    def _write(self, call: Call) -> Steps[dict[str, Any]]:
+        try:
+            self._keys(call)
+        except Exception:
+            log.exception("%s %s: idempotency_key failed", call.call_id, call.spec.name)
+            yield call.event("refused", outcome=ErrorCode.TOOL_FAILURE.value)
+            return finish(failure(ErrorCode.TOOL_FAILURE), 0, False, call.spec.effect.value)
+        if call.spec.effect is Effect.REVERSIBLE_WRITE:
+            return (yield from self._reversible(call))
+        return (yield from self._ask_approval(call))
 
     def approve(self, approval_id: Any, call_id: str) -> Steps[dict[str, Any]]:
         """Run the one call this approval was asked for, once; again returns the same result.
@@ -186,7 +194,7 @@ class Policy:
         yield PROTECT
         tool, effect = yield from self._named(approval_id)
         body = self._approve(approval_id, call_id, started)
-        return (yield from _framed(body, "approve", call_id, tool, effect, started, _busy))
+        return (yield from _framed(body, "approve", call_id, tool, effect, started, lambda: _busy()))
 
     def _approve(self, approval_id: Any, call_id: str, started: float) -> Steps[dict[str, Any]]:
         prepared: list[Call] = []
@@ -219,7 +227,7 @@ class Policy:
         yield PROTECT
         tool, effect = yield from self._named(approval_id)
         body = self._deny(approval_id, call_id)
-        return (yield from _framed(body, "deny", call_id, tool, effect, started, _busy))
+        return (yield from _framed(body, "deny", call_id, tool, effect, started, lambda: _busy()))
 
     def _deny(self, approval_id: Any, call_id: str) -> Steps[dict[str, Any]]:
         denied = finish(failure(ErrorCode.FORBIDDEN), 0, False, _IRREVERSIBLE)
@@ -630,8 +638,9 @@ def invoke(function: Callable[[], Any]) -> Steps[Any]:
 
 def _framed(body: Steps[dict[str, Any]], operation: str, call_id: str, tool: str, effect: str,
             started: float, fallback: Callable[[], dict[str, Any]]) -> Steps[dict[str, Any]]:
-    """One public operation between its ``call_started`` and ``call_ended`` events; the
-    ending is announced even when the caller is interrupted or cancelled."""
+    """An approval's operation between its ``call_started`` and ``call_ended`` events; the
+    ending is announced even when the caller is interrupted or cancelled (``call`` frames
+    itself the same way, inline, being the hot path)."""
     yield CallEvent("call_started", call_id, tool, effect, started, operation=operation)
     try:
         result = yield from body
@@ -646,9 +655,8 @@ def _framed(body: Steps[dict[str, Any]], operation: str, call_id: str, tool: str
     return result
 
 
-def runner_failed(holder: list[Call]) -> dict[str, Any]:
+def runner_failed(call: Call | None) -> dict[str, Any]:
     """The answer when the runner itself failed: honest about whether anything ran."""
-    call = holder[0] if holder else None
     effect = call.spec.effect.value if call is not None else ""
     if call is not None and call.attempts:
         unknown = failure(ErrorCode.OUTCOME_UNKNOWN, retryable=call.spec.effect is Effect.READ)

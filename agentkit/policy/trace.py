@@ -104,6 +104,19 @@ class TraceRecord:
         return handle.landed_at if handle.landed_at is not None else handle.finished_at
 
 
+def _record(event: CallEvent, step: str, handler_ran: bool, replayed: bool, started_at: float,
+            handle: AttemptTimes | None) -> TraceRecord:
+    """A :class:`TraceRecord` of one event, made without the frozen dataclass's per-field
+    ``object.__setattr__`` (one is made for every attempt of every call)."""
+    record = object.__new__(TraceRecord)
+    record.__dict__.update(
+        call_id=event.call_id, tool=event.tool, effect=event.effect, step=step,
+        attempt=event.number, outcome=event.outcome, handler_ran=handler_ran, replayed=replayed,
+        started_at=started_at, ended_at=event.at, _handle=handle,
+    )
+    return record
+
+
 class Trace:
     """Thread-safe, bounded list of :class:`TraceRecord`; times are ``time.monotonic()``
     values. Keeps the last ``max_records`` records (None: all of them, for a short demo)."""
@@ -130,23 +143,20 @@ class Trace:
             self._open.pop(event.call_id, None)
             return
         state = self._open.get(event.call_id)
-        if state is None:
+        if state is None:  # a call this trace did not see start
             state = self._open[event.call_id] = [event.at, event.at, False]
-        if kind in ("attempt_started", "lookup_started"):
+        if kind == "attempt_started" or kind == "lookup_started":
             state[1] = event.at
             return
         if kind == "attempt_ended":
-            record = TraceRecord(event.call_id, event.tool, event.effect, "attempt", event.number,
-                                 event.outcome, event.handler_ran, False, state[1], event.at,
-                                 event.attempt)
+            attempt = event.attempt
+            record = _record(event, "attempt", event.handler_ran, False, state[1],
+                             None if attempt is None else AttemptTimes(attempt))
         elif kind == "lookup_ended":
-            record = TraceRecord(event.call_id, event.tool, event.effect, "status_lookup",
-                                 event.number, event.outcome, False, False, state[1], event.at)
+            record = _record(event, "status_lookup", False, False, state[1], None)
         elif kind in _STEPS and (kind != "approval_settled" or not state[2]):
             # approval_settled after the approved run is that run's end, recorded already
-            record = TraceRecord(event.call_id, event.tool, event.effect, _STEPS[kind],
-                                 event.number, event.outcome, False, kind == "replay",
-                                 state[0], event.at)
+            record = _record(event, _STEPS[kind], False, kind == "replay", state[0], None)
         else:
             return
         state[2] = True
