@@ -1,7 +1,7 @@
 """OpenTelemetry spans for every tool call, by the GenAI conventions (docs/design.md#tracing).
 
 ``instrument(runner)`` adds one observer to a :class:`~agentkit.ToolRunner`; from then on the
-policy's events (:mod:`agentkit.policy.events`) become spans:
+policy's events (:mod:`agentkit.policy.events`, docs/design.md#events) become spans:
 
 - each ``call``/``acall`` is one span ``execute_tool {tool}``, kind INTERNAL, with
   ``gen_ai.operation.name = "execute_tool"``, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``
