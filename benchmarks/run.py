@@ -321,6 +321,11 @@ def main(argv: list[str] | None = None) -> int:
     goals.append(ratio_goal("output: 10 MB ≤ 2× the 10 KB case", output,
                             "agentkit: invoke_tool, 10 MB", "agentkit: invoke_tool, 10 KB", "<=", 2.0))
 
+    tracing = group("tracing", suites.tracing_paths(), "agentkit: ToolRunner.call, read")
+    goals.append(ratio_goal("tracing: call instrumented, no-op tracer provider ≤ 1.1× plain call",
+                            tracing, "agentkit: ToolRunner.call, read, instrumented (no-op",
+                            "agentkit: ToolRunner.call, read", "<=", 1.1))
+
     with tempfile.TemporaryDirectory(prefix="agentkit-bench-") as folder:
         for title, paths in suites.durable_paths(folder):
             group(title, paths, "floor:")

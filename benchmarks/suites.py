@@ -529,3 +529,61 @@ def postgres_paths(dsn: str | None, why: str = "") -> list[Path]:
         return _run_once(cls(dsn), f"pg-{os.getpid()}")
 
     return [build(raw_name, raw), build(store_name, store, check=_ok)]
+
+
+# --------------------------------------------------------------------------- tracing group
+
+
+def tracing_paths() -> list[Path]:
+    """ToolRunner.call on a read, plain and with OpenTelemetry spans (agentkit.faces.otel).
+
+    The reference is the uninstrumented call. Instrumented with OpenTelemetry's no-op tracer
+    provider it must stay within 1.1×; with the global provider and no SDK configured (the
+    API's proxy, which still builds a no-op span per call) it is a figure; with the SDK,
+    a SimpleSpanProcessor and an in-memory exporter (cleared after every call, so memory stays
+    flat) it is a figure: the price of two real spans (the call and its attempt) per call.
+    """
+    from agentkit import ToolRunner
+
+    plain = ToolRunner(agentkit_registry())
+
+    def instrumented(provider: Any) -> Callable[[], Any]:
+        from agentkit.faces.otel import instrument
+
+        runner = ToolRunner(agentkit_registry())
+        instrument(runner, tracer_provider=provider)
+        return lambda: runner.call("search", ARGS)
+
+    def proxy() -> Callable[[], Any]:
+        return instrumented(None)  # the global provider: with no SDK configured, a proxy
+
+    def noop() -> Callable[[], Any]:
+        from opentelemetry.trace import NoOpTracerProvider
+
+        return instrumented(NoOpTracerProvider())
+
+    def sdk() -> Callable[[], Any]:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        call = instrumented(provider)
+
+        def traced() -> Any:
+            result = call()
+            exporter.clear()
+            return result
+
+        return traced
+
+    return [
+        build("agentkit: ToolRunner.call, read", lambda: lambda: plain.call("search", ARGS), check=_ok),
+        build("agentkit: ToolRunner.call, read, instrumented (no-op tracer provider)", noop, check=_ok),
+        build("agentkit: ToolRunner.call, read, instrumented (global provider, no SDK set)", proxy,
+              check=_ok),
+        build("agentkit: ToolRunner.call, read, instrumented (SDK, in-memory exporter)", sdk,
+              check=_ok),
+    ]

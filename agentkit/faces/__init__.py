@@ -7,7 +7,9 @@
   results, captured log lines);
 - :mod:`~agentkit.faces.exercises`: the exercises with ``check()``, ``hint()`` and
   ``solution()``;
-- :mod:`~agentkit.faces.cli`: ``python -m agentkit``.
+- :mod:`~agentkit.faces.cli`: ``python -m agentkit``;
+- :mod:`~agentkit.faces.otel`: OpenTelemetry spans for every tool call (``instrument(runner)``,
+  optional extra ``otel``; import the module itself).
 
 Names load on first use, so ``python -m agentkit`` needs neither ipywidgets nor matplotlib.
 """
