@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 
-.PHONY: install lab test test-unit test-postgres test-notebooks test-browser test-interop lint typecheck notebooks bench clean
+.PHONY: install lab test test-unit test-postgres test-notebooks test-browser test-interop lint typecheck notebooks bench clean handout
 
 install: $(STAMP)
 
@@ -42,7 +42,8 @@ test-unit: install
 test-postgres: install
 	@pg_env="$$(tools/pg_cluster.sh start)" && trap 'tools/pg_cluster.sh stop' EXIT && \
 	eval "$$pg_env" && \
-	CI=true $(BIN)/python -m pytest tests/test_stores.py tests/test_store_runner.py -p no:cacheprovider
+	CI=true $(BIN)/python -m pytest tests/test_stores.py tests/test_store_runner.py \
+	    tests/test_store_migration.py -p no:cacheprovider
 
 ## The MCP server through another implementation: the MCP Inspector's CLI (npx, from npm;
 ## needs Debian's nodejs and npm, which .ci/run installs). Skips without npx, except under CI.
@@ -67,6 +68,11 @@ typecheck: install
 ## Re-execute every notebook in order and store its outputs (run before committing).
 notebooks: install
 	$(BIN)/python tools/run_notebooks.py notebooks
+
+## The class handout (one printable A4 page) and the instructor's answer key, as HTML in
+## build/, generated from the kit's own codes, levels, matrix and notebooks (print from a browser).
+handout: install
+	$(BIN)/python tools/handout.py --out build
 
 ## The boundary beside its floors and peers (installs the bench extra itself; ~2 min, plus
 ## strict nbval and `make test` unless BENCH_ARGS=--skip-slow). Never part of `make test`.

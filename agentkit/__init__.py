@@ -22,7 +22,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from agentkit.boundary.context import CallContext
-from agentkit.boundary.errors import ErrorCode
+from agentkit.boundary.errors import ErrorCode, InvalidInput
 from agentkit.boundary.invoke import ainvoke_tool, invoke_tool
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.boundary.spec import Effect, ToolSpec
@@ -44,6 +44,7 @@ __all__ = [
     "Effect",
     "ErrorCode",
     "IdempotencyStore",
+    "InvalidInput",
     "PostgresIdempotencyStore",
     "SQLiteIdempotencyStore",
     "ToolRegistry",

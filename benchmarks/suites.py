@@ -200,7 +200,7 @@ def async_paths() -> list[Path]:
     """
     import fastjsonschema
 
-    from agentkit import ToolRunner
+    from agentkit import ToolRunner, invoke_tool
 
     registry = agentkit_registry()
     validator = fastjsonschema.compile(registry.get("search").parameters)
@@ -218,6 +218,10 @@ def async_paths() -> list[Path]:
             raise LookupError("not available: the registry refuses coroutine handlers")
         return lambda: fn(registry, "asearch", ARGS)
 
+    def ainvoke_sync() -> Callable[[], Any]:
+        fn = _ainvoke_tool()
+        return lambda: fn(registry, "search", ARGS)
+
     def acall(name: str, arguments: dict[str, Any]) -> Callable[[], Callable[[], Any]]:
         def factory() -> Callable[[], Any]:
             method = getattr(runner, "acall", None)
@@ -234,10 +238,19 @@ def async_paths() -> list[Path]:
               check=_expected),
         build("agentkit: ainvoke_tool (async handler)", ainvoke, is_async=True, check=_ok),
         build("agentkit: ToolRunner.acall, read", acall("asearch", ARGS), is_async=True, check=_ok),
+        # The same sync handler both ways, timed in the same rounds: what async costs a sync tool.
+        build("agentkit: ainvoke_tool (sync handler)", ainvoke_sync, is_async=True, check=_ok),
+        build("agentkit: invoke_tool (sync handler), in the async group",
+              lambda: lambda: invoke_tool(registry, "search", ARGS), check=_ok),
         build(
             "agentkit: ToolRunner.acall, replayed write",
             acall("save", {"name": "n1", "text": "t"}),
             is_async=True,
+            check=lambda r: _ok(r) and r.get("replayed") is True,
+        ),
+        build(  # the same replay through the sync driver, in the same rounds (issue 19's goal)
+            "agentkit: ToolRunner.call, replayed write (sync, same rounds)",
+            lambda: lambda: runner.call("save", {"name": "n1", "text": "t"}),
             check=lambda r: _ok(r) and r.get("replayed") is True,
         ),
         _openai_path(sync=False),
@@ -245,6 +258,41 @@ def async_paths() -> list[Path]:
         build_langchain(sync=False),
         _pydantic_ai_path(sync=False),
     ]
+
+
+def acall_threads(in_flight: int = 300) -> tuple[int | None, str]:
+    """Extra OS threads while ``in_flight`` ``acall``s of a coroutine tool are all awaiting
+    (docs/design.md#drivers: none is held per call). Counted by ``threading.active_count()`` once every
+    handler has entered, so no timing is involved."""
+    import threading
+
+    from agentkit import ToolRegistry, ToolRunner, ToolSpec
+
+    async def measure() -> int:
+        release, all_in = asyncio.Event(), asyncio.Event()
+        entered = 0
+
+        async def wait(query: str) -> str:
+            nonlocal entered
+            entered += 1
+            if entered == in_flight:
+                all_in.set()
+            await release.wait()
+            return query
+
+        runner = ToolRunner(ToolRegistry([ToolSpec("wait", "Wait.", "read", 60.0, 1, 100, wait)]))
+        before = threading.active_count()
+        calls = [asyncio.ensure_future(runner.acall("wait", {"query": "q"})) for _ in range(in_flight)]
+        await asyncio.wait_for(all_in.wait(), 60)
+        extra = threading.active_count() - before
+        release.set()
+        await asyncio.gather(*calls)
+        return extra
+
+    try:
+        return asyncio.run(measure()), ""
+    except Exception as exc:  # a kit without acall, or one that fails: say why
+        return None, f"not measured: {type(exc).__name__}: {exc}"
 
 
 def _timeout(seconds: float) -> Any:
@@ -481,3 +529,61 @@ def postgres_paths(dsn: str | None, why: str = "") -> list[Path]:
         return _run_once(cls(dsn), f"pg-{os.getpid()}")
 
     return [build(raw_name, raw), build(store_name, store, check=_ok)]
+
+
+# --------------------------------------------------------------------------- tracing group
+
+
+def tracing_paths() -> list[Path]:
+    """ToolRunner.call on a read, plain and with OpenTelemetry spans (agentkit.faces.otel).
+
+    The reference is the uninstrumented call. Instrumented with OpenTelemetry's no-op tracer
+    provider it must stay within 1.1×; with the global provider and no SDK configured (the
+    API's proxy, which still builds a no-op span per call) it is a figure; with the SDK,
+    a SimpleSpanProcessor and an in-memory exporter (cleared after every call, so memory stays
+    flat) it is a figure: the price of two real spans (the call and its attempt) per call.
+    """
+    from agentkit import ToolRunner
+
+    plain = ToolRunner(agentkit_registry())
+
+    def instrumented(provider: Any) -> Callable[[], Any]:
+        from agentkit.faces.otel import instrument
+
+        runner = ToolRunner(agentkit_registry())
+        instrument(runner, tracer_provider=provider)
+        return lambda: runner.call("search", ARGS)
+
+    def proxy() -> Callable[[], Any]:
+        return instrumented(None)  # the global provider: with no SDK configured, a proxy
+
+    def noop() -> Callable[[], Any]:
+        from opentelemetry.trace import NoOpTracerProvider
+
+        return instrumented(NoOpTracerProvider())
+
+    def sdk() -> Callable[[], Any]:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        call = instrumented(provider)
+
+        def traced() -> Any:
+            result = call()
+            exporter.clear()
+            return result
+
+        return traced
+
+    return [
+        build("agentkit: ToolRunner.call, read", lambda: lambda: plain.call("search", ARGS), check=_ok),
+        build("agentkit: ToolRunner.call, read, instrumented (no-op tracer provider)", noop, check=_ok),
+        build("agentkit: ToolRunner.call, read, instrumented (global provider, no SDK set)", proxy,
+              check=_ok),
+        build("agentkit: ToolRunner.call, read, instrumented (SDK, in-memory exporter)", sdk,
+              check=_ok),
+    ]

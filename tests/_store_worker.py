@@ -14,14 +14,22 @@ Modes:
     crash_after_write    the write takes effect (atomic file write), then the process is
                          killed (SIGKILL) before run_once can record the result.
     crash_before_write   the process is killed (SIGKILL) inside the operation, before the write.
+    crash_before_claim   the process is killed (SIGKILL) just before it would claim the key.
+    crash_after_result   the write runs and its result is stored, then the process is killed
+                         (SIGKILL) before it answers anyone.
     recover              a new process: run_once with a status lookup that reads the write
                          back from disk; its answer is logged to WORKDIR/answers.
     open_approval        creates a pending approval record with id KEY.
     hold                 claims the key with an operation that blocks until stdin closes.
+
+With ``AGENTKIT_TEST_DRIVER=async`` the crash and recover modes drive the store's steps from
+an event loop, in run_once's order: the store's async twins where it has them (PostgreSQL),
+else each sync step on a worker thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -32,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkit.policy.stores import PostgresIdempotencyStore, SQLiteIdempotencyStore
+from agentkit.policy.stores.algorithm import TAKEN_OVER
 
 KEYS = 50
 
@@ -76,6 +85,48 @@ def open_store(spec: str) -> Any:
     return SQLiteIdempotencyStore(where)
 
 
+DRIVER = os.environ.get("AGENTKIT_TEST_DRIVER", "sync")
+
+
+def run_once(store: Any, key: str, operation: Any, recover: Any = None) -> dict:
+    if DRIVER == "sync":
+        result: dict = store.run_once(key, operation, "fp", recover=recover)
+        return result
+    return asyncio.run(arun_once(store, key, operation, recover))
+
+
+async def arun_once(store: Any, key: str, operation: Any, recover: Any) -> dict:
+    """The store's steps from an event loop, in run_once's order."""
+
+    async def step(name: str, *args: Any, **kwargs: Any) -> Any:
+        twin = getattr(store, "a" + name, None)
+        if twin is not None:
+            return await twin(*args, **kwargs)
+        return await asyncio.to_thread(getattr(store, name), *args, **kwargs)
+
+    try:
+        decision = await step(
+            "claim", key, "fp", store.claim_ttl_seconds, may_take_over=recover is not None
+        )
+        if isinstance(decision, dict):
+            return decision
+        kind, mine = decision
+        if kind == TAKEN_OVER:
+            receipt = recover()
+            if receipt is not None:
+                await step("complete", key, mine, receipt)
+                return receipt
+        result: dict = operation()
+        if result.get("ok") is True:
+            await step("complete", key, mine, result)
+        else:
+            await step("drop", key, mine)
+        return result
+    finally:
+        if hasattr(store, "aclose"):
+            await store.aclose()
+
+
 def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)  # no cleanup, no finally: as a crash would
 
@@ -96,7 +147,7 @@ def main() -> None:
             wait_for_lines(work / "answers", n - 1)  # hold the claim while the others ask
             return {"ok": True, "data": os.getpid()}
 
-        result = store.run_once(key, operation, "fp")
+        result = run_once(store, key, operation)
         append(work / "answers", json.dumps(result))
 
     elif mode == "many":
@@ -122,7 +173,7 @@ def main() -> None:
             die()  # killed after the write landed, before the result is stored
             raise AssertionError("not reached")
 
-        store.run_once(key, operation, "fp")
+        run_once(store, key, operation)
 
     elif mode == "crash_before_write":
 
@@ -131,7 +182,21 @@ def main() -> None:
             die()  # killed before the write
             raise AssertionError("not reached")
 
-        store.run_once(key, operation, "fp")
+        run_once(store, key, operation)
+
+    elif mode == "crash_before_claim":
+        store.result(key)  # the store is open and reachable ...
+        die()  # ... and the process dies before it claims anything
+
+    elif mode == "crash_after_result":
+
+        def operation() -> dict:
+            write_atomically(work / "sent.txt", "sent")
+            append(ops, str(os.getpid()))
+            return {"ok": True, "data": "sent"}
+
+        run_once(store, key, operation)
+        die()  # the result is stored; nobody heard the answer
 
     elif mode == "recover":
         sent = work / "sent.txt"
@@ -144,7 +209,7 @@ def main() -> None:
             append(ops, str(os.getpid()))
             return {"ok": True, "data": "sent"}
 
-        result = store.run_once(key, operation, "fp", recover=lookup)
+        result = run_once(store, key, operation, recover=lookup)
         append(work / "answers", json.dumps(result))
 
     elif mode == "open_approval":

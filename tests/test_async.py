@@ -203,7 +203,7 @@ ASYNC_MATRIX: dict[str, dict[str, tuple[str, int]]] = {
     "missing_argument": {"read": ("invalid_arguments", 0), "reversible_write": ("invalid_arguments", 0),
                          "irreversible_write": ("invalid_arguments", 0)},
     "transient_disconnect": {"read": ("ok", 2), "reversible_write": ("ok", 1),
-                             "irreversible_write": ("transient_failure", 1)},
+                             "irreversible_write": ("outcome_unknown", 1)},  # rev 3: no lookup
     "authorization_denial": {"read": ("forbidden", 0), "reversible_write": ("forbidden", 0),
                              "irreversible_write": ("forbidden", 0)},
     "timeout_outcome_unknown": {"read": ("outcome_unknown+retryable", 3),
@@ -428,13 +428,14 @@ def test_the_loop_keeps_running_while_acall_waits_on_a_sync_handler() -> None:
 def test_store_calls_run_off_the_loop(tmp_path: Any) -> None:
     store = SQLiteIdempotencyStore(tmp_path / "store.sqlite")
     threads: list[str] = []
-    original = store.run_once
+    for step in ("claim", "complete", "drop", "abandon_claim"):
+        original = getattr(store, step)
 
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        threads.append(threading.current_thread().name)
-        return original(*args, **kwargs)
+        def spy(*args: Any, original: Any = original, **kwargs: Any) -> Any:
+            threads.append(threading.current_thread().name)
+            return original(*args, **kwargs)
 
-    store.run_once = spy  # type: ignore[method-assign]
+        setattr(store, step, spy)
     tools = AsyncTools()
     runner = ToolRunner(async_registry(tools), store=store)
 
@@ -460,15 +461,15 @@ def test_cancelling_acall_does_not_stop_the_write_and_its_result_is_kept() -> No
 
     spec = ToolSpec("write", "d", "reversible_write", 5.0, 1, 100, write)
     runner = ToolRunner(ToolRegistry([spec]))
-    original = runner.store.run_once
+    original = runner.store.complete
 
-    def run_once(*args: Any, **kwargs: Any) -> Any:
+    def complete(*args: Any, **kwargs: Any) -> Any:
         try:
             return original(*args, **kwargs)
         finally:
             stored.set()  # the policy has finished with the store: the outcome is recorded
 
-    runner.store.run_once = run_once  # type: ignore[method-assign]
+    runner.store.complete = complete  # type: ignore[method-assign]
 
     async def go() -> dict[str, Any]:
         task = asyncio.ensure_future(runner.acall("write", {"draft_id": "d"}))
@@ -560,3 +561,60 @@ def test_a_coroutine_handler_may_call_a_sync_entry_point_without_deadlocking_its
     result = arun(ToolRunner(registry).acall("outer", {"query": "q"}))
     assert result["ok"] and result["data"] == "notes about q"
     assert inner_tools.calls == 1 and inner_tools.threads[0].startswith("agentkit-worker")
+
+
+# --------------------------------------------------------------------------- no thread per call
+
+
+def test_300_awaiting_acalls_hold_no_thread_each() -> None:
+    """docs/design.md#drivers: a coroutine handler awaited through ``acall`` holds no OS thread."""
+    in_flight = 300
+    entered = 0
+
+    async def go() -> tuple[int, int, list[dict[str, Any]]]:
+        nonlocal entered
+        release = asyncio.Event()
+        all_in = asyncio.Event()
+
+        async def wait(query: str) -> str:
+            nonlocal entered
+            entered += 1
+            if entered == in_flight:
+                all_in.set()
+            await release.wait()
+            return query
+
+        spec = ToolSpec("wait", "Wait.", "read", 30.0, 1, 100, wait)
+        runner = ToolRunner(ToolRegistry([spec]))
+        before = threading.active_count()
+        calls = [asyncio.ensure_future(runner.acall("wait", {"query": str(n)}))
+                 for n in range(in_flight)]
+        await all_in.wait()
+        during = threading.active_count()
+        release.set()
+        return before, during, list(await asyncio.gather(*calls))
+
+    before, during, results = arun(go())
+    assert entered == in_flight and all(r["ok"] for r in results)
+    assert during - before <= 8
+
+
+def test_a_replayed_write_through_acall_stays_on_the_loop_with_the_memory_store() -> None:
+    tools = AsyncTools()
+    runner = ToolRunner(async_registry(tools))
+    threads: list[str] = []
+    original = runner.store.claim
+
+    def claim(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return original(*args, **kwargs)
+
+    runner.store.claim = claim  # type: ignore[method-assign]
+
+    async def go() -> tuple[dict[str, Any], dict[str, Any]]:
+        first = await runner.acall(*ARGS["reversible_write"])
+        return first, await runner.acall(*ARGS["reversible_write"])
+
+    first, again = arun(go())
+    assert first["ok"] and again["replayed"] is True and tools.calls == 1
+    assert threads == [threading.current_thread().name] * 2  # no hop: the loop's own thread

@@ -10,7 +10,15 @@ import pytest
 
 from agentkit import Effect, ToolSpec
 from agentkit.demo import audit
-from agentkit.demo.harness import AUDIT_COLUMNS, audit_records
+from agentkit.demo.harness import (
+    AUDIT_COLUMNS,
+    CONTENT_ADDRESSED,
+    DESIGNS,
+    ID_ADDRESSED,
+    UNSTABLE,
+    audit_records,
+    key_design,
+)
 from agentkit.demo.matrix import load_matrix
 
 
@@ -98,11 +106,73 @@ def test_a_key_that_changes_on_every_call_writes_twice():
     assert "key changed" in frame.set_index("failure")["why"]["same_write_repeated"]
 
 
-def test_a_key_made_of_the_payload_runs_another_payload_as_a_new_intent():
+def test_an_id_addressed_key_is_graded_by_the_conflict_rule():
+    notes = Notes()
+    frame = audit(notes.spec(), ARGS, OTHER, reset=notes.reset)
+    assert frame.attrs["key_design"] == ID_ADDRESSED
+    row = frame.set_index("failure").loc["same_key_other_payload"]
+    assert (row["expected"], row["observed"], row["handler_calls"]) == ("idempotency_conflict",) * 2 + (1,)
+
+
+def test_a_content_addressed_key_runs_another_payload_as_a_new_intent():
     notes = Notes()
     frame = audit(notes.spec(idempotency_key=None), ARGS, OTHER, reset=notes.reset)  # default key
-    assert failing(frame) == {"same_key_other_payload": ("ok", 2)}
-    assert notes.writes > 0
+    assert frame.attrs["key_design"] == CONTENT_ADDRESSED
+    assert frame["pass"].all(), frame
+    row = frame.set_index("failure").loc["same_key_other_payload"]
+    assert (row["expected"], row["observed"], row["handler_calls"], row["expected_calls"]) == ("ok", "ok", 2, 2)
+    assert notes.writes >= 2 + 2  # that row's two payloads, then the lost request's rewrite
+
+
+def test_key_design_names_each_design():
+    notes = Notes()
+    counter = itertools.count()
+    assert key_design(notes.spec(), ARGS, OTHER) == ID_ADDRESSED
+    assert key_design(notes.spec(idempotency_key=None), ARGS, OTHER) == CONTENT_ADDRESSED
+    assert key_design(notes.spec(idempotency_key=lambda c, a: f"{c.task_id}:{a['note_id']}:{a['text']}"),
+                      ARGS, OTHER) == CONTENT_ADDRESSED
+    assert key_design(notes.spec(idempotency_key=lambda c, a: f"n-{next(counter)}"), ARGS, OTHER) == UNSTABLE
+    assert set(DESIGNS) == {CONTENT_ADDRESSED, ID_ADDRESSED, UNSTABLE}
+
+
+def test_an_unstable_key_is_graded_by_the_conflict_rule_and_says_why():
+    notes = Notes()
+    counter = itertools.count()
+    frame = audit(notes.spec(idempotency_key=lambda c, a: f"n-{next(counter)}"), ARGS, OTHER,
+                  reset=notes.reset)
+    assert frame.attrs["key_design"] == UNSTABLE
+    row = frame.set_index("failure").loc["same_key_other_payload"]
+    assert (row["observed"], row["handler_calls"], bool(row["pass"])) == ("ok", 2, False)
+    assert "key changed" in row["why"]
+
+
+def test_the_demo_save_brief_passes_its_audit_behind_its_workspace_policy(tmp_path):
+    import shutil
+
+    from agentkit.demo import make_demo_registry
+
+    workspace = tmp_path / "ws"
+    registry = make_demo_registry(workspace)
+    brief = registry.get("save_brief")
+    args = {"path": "briefs/a.md", "content": "# A\n"}
+    calls = []
+    spec = dataclasses.replace(brief, handler=lambda path, content: calls.append(path) or brief.handler(path, content))
+
+    def reset():
+        shutil.rmtree(workspace / "briefs", ignore_errors=True)
+
+    frame = audit(spec, args, {**args, "content": "# B\n"}, reset=reset,
+                  policies=registry.policies, forbidden_arguments={**args, "path": "../escape.md"})
+    assert frame.attrs["key_design"] == CONTENT_ADDRESSED
+    assert frame["pass"].all(), frame
+    rows = frame.set_index("failure")
+    assert (rows.loc["authorization_denial", "observed"], rows.loc["authorization_denial", "handler_calls"]) == ("forbidden", 0)
+    assert not (tmp_path / "escape.md").exists()
+    assert int(frame["handler_calls"].sum()) >= len(calls) > 0
+    # without the policy, nothing stops a caller granted nothing: the row says how to fix it
+    bare = audit(spec, args, {**args, "content": "# B\n"}, reset=reset)
+    assert failing(bare) == {"authorization_denial": ("ok", 1)}
+    assert "policies=" in bare.set_index("failure")["why"]["authorization_denial"]
 
 
 def test_a_tool_anyone_may_call_fails_the_authorization_row():

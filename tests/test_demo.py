@@ -13,10 +13,11 @@ from collections import Counter
 
 import pytest
 
-from agentkit import Budget, CallContext, ToolRunner
+from agentkit import Budget, CallContext, InvalidInput, ToolRunner
 from agentkit.demo.corpus import SNIPPET_CHARS, Corpus, Document, parse_document, tokenize
 from agentkit.demo.tools import (
     OUTBOX,
+    UNKNOWN_DOCUMENT,
     DemoTools,
     UnknownDocument,
     brief_key,
@@ -127,12 +128,15 @@ def test_bad_limit_is_invalid_arguments_and_runs_nothing(runner, calls, limit):
     assert runner.budget.used == 0
 
 
-def test_unknown_document_is_a_stable_tool_failure(runner, calls, workspace, corpus):
+def test_unknown_document_is_invalid_arguments_with_advice(runner, calls, workspace, corpus):
     result = runner.call("get_document", {"doc_id": "no-such-doc"})
-    assert result == {"ok": False, "error": "tool_failure", "retryable": False, "attempts": 1, "replayed": False}
+    assert result == {"ok": False, "error": "invalid_arguments", "retryable": False,
+                      "detail": UNKNOWN_DOCUMENT, "attempts": 1, "replayed": False}
+    assert "no-such-doc" not in result["detail"]  # the model's own value is not echoed
     assert calls.count["get_document"] == 1  # not retried: asking again cannot help
-    with pytest.raises(UnknownDocument):
+    with pytest.raises(UnknownDocument) as raised:
         DemoTools(workspace, corpus).get_document("nope")
+    assert isinstance(raised.value, InvalidInput) and raised.value.doc_id == "nope"
 
 
 def test_get_document_returns_the_note(runner):

@@ -340,13 +340,24 @@ def test_q6_wrong_levels_are_explained(capsys):
     assert returned is False and "waits for a person" in out
 
 
-def test_q6_a_key_made_of_the_text_fails_exactly_the_changed_payload_row(capsys):
+def test_q6_a_content_addressed_key_is_right_too_and_says_its_design(capsys):
     key = lambda context, a: f"{context.task_id}:{a['reminder_id']}:{a['text']}"
     returned, out = verdict(capsys, q6, reminder_parts(idempotency_key=key))
+    assert returned is True
+    assert "Your key is content-addressed" in out
+    returned, out = verdict(capsys, q6, solution_answer(q6))
+    assert returned is True and "Your key is id-addressed" in out
+
+
+def test_q6_a_key_that_changes_on_every_call_names_no_design(capsys):
+    import itertools
+
+    counter = itertools.count()
+    key = lambda context, a: f"{context.task_id}:{a['reminder_id']}:{next(counter)}"
+    returned, out = verdict(capsys, q6, reminder_parts(idempotency_key=key))
     assert returned is False
-    assert out.splitlines()[0] == "Incorrect: 1 of 10 rows of the audit fail:"
-    assert out.splitlines()[1].startswith(
-        "  - same_key_other_payload: the model saw ok after 2 handler call(s); the other payload got another key")
+    assert "(your key is unstable:" in out.splitlines()[0]
+    assert "  - same_write_repeated: the model saw ok after 2 handler call(s)" in out
 
 
 def test_q6_a_lookup_that_never_finds_the_write_fails_the_doubt_rows(capsys):

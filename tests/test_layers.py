@@ -29,7 +29,7 @@ PACKAGE = ROOT / "agentkit"
 LAYERS = ("boundary", "policy", "demo", "faces")
 FACADE = {PACKAGE / "__init__.py", PACKAGE / "__main__.py"}
 #: What the boundary and policy must not load at import time (docs/design.md#layers).
-HEAVY = ("pandas", "ipywidgets", "matplotlib", "mcp", "psycopg",
+HEAVY = ("pandas", "ipywidgets", "matplotlib", "mcp", "psycopg", "opentelemetry",
          # the framework faces' frameworks (agentkit.faces.openai_agents, pydantic_ai, langgraph)
          "agents", "pydantic_ai", "langgraph", "langchain_core")
 

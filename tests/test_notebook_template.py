@@ -17,6 +17,7 @@ The template, in order:
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -93,9 +94,54 @@ def test_there_are_notebooks_and_a_time_for_each():
     assert set(instructor_times()) == set(names), "INSTRUCTOR.md's 'Time per notebook' must list every notebook"
 
 
-def test_the_class_schedule_adds_up_to_fifty_minutes():
-    times = instructor_times()
-    assert sum(in_class for in_class, _ in times.values()) == 50
+SLOT = re.compile(r"^\| (\d+):(\d\d)–(\d+):(\d\d) \| (?:`(\d\d[a-z]?)_[a-z0-9_]+`|(slack)) \|", re.MULTILINE)
+
+
+def ninety_minute_times() -> dict[str, int]:
+    """The "90 min" column of INSTRUCTOR.md's "Time per notebook" table (the 4th column)."""
+    text = section(INSTRUCTOR.read_text(encoding="utf-8"), "## Time per notebook")
+    rows = re.findall(r"^\| `(\d\d[a-z]?)_[a-z0-9_]+` \| \d+ \| \d+ \| (\d+) \|", text, flags=re.MULTILINE)
+    return {number: int(minutes) for number, minutes in rows}
+
+
+def schedule(text: str, length: int) -> tuple[dict[str, int], int]:
+    """The minutes per notebook and the slack of one schedule table; checks that its slots run
+    back to back from 0:00 and that the slack slot ends the session at ``length`` minutes."""
+    slots = [(int(a) * 60 + int(b), int(c) * 60 + int(d), number or slack)
+             for a, b, c, d, number, slack in SLOT.findall(text)]
+    assert slots, "no schedule rows"
+    assert slots[0][0] == 0, "a schedule starts at 0:00"
+    for (_, end, _), (start, _, _) in itertools.pairwise(slots):
+        assert start == end, f"a gap or an overlap at {end // 60}:{end % 60:02d}"
+    assert slots[-1][2] == "slack" and slots[-1][1] == length, f"the last slot is slack, ending at {length}"
+    minutes: dict[str, int] = {}
+    for start, end, name in slots[:-1]:
+        assert name != "slack"
+        minutes[name] = minutes.get(name, 0) + end - start
+    return minutes, slots[-1][1] - slots[-1][0]
+
+
+def test_the_fifty_minute_plan_adds_up_with_slack():
+    text = section(INSTRUCTOR.read_text(encoding="utf-8"), "## The 50 minutes")
+    minutes, slack = schedule(text, 50)
+    assert slack >= 5, "a realistic 50-minute plan keeps at least 5 minutes of slack"
+    in_class = {number: times[0] for number, times in instructor_times().items() if times[0]}
+    assert minutes == in_class, "the schedule's minutes differ from 'Time per notebook'"
+    assert sum(in_class.values()) + slack == 50
+    assert "**Named cuts**" in text
+
+
+def test_the_ninety_minute_plan_is_two_sessions_of_45_with_slack():
+    text = section(INSTRUCTOR.read_text(encoding="utf-8"), "## The 90 minutes: two 45-minute sessions, split after 03")
+    first = section(text, "### Session 1: one attempt (00–03)")
+    second = section(text, "### Session 2: between attempts (04–07)")
+    one, slack_one = schedule(first, 45)
+    two, slack_two = schedule(second, 45)
+    assert min(slack_one, slack_two) >= 5
+    assert max(one) <= "03" < min(two), "the sessions split after 03"
+    planned = {number: m for number, m in ninety_minute_times().items() if m}
+    assert {**one, **two} == planned, "the sessions' minutes differ from the '90 min' column"
+    assert sum(planned.values()) + slack_one + slack_two == 90
 
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)

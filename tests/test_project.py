@@ -24,7 +24,8 @@ def test_public_api_is_sorted_and_complete():
 
 
 def test_import_is_light():
-    code = "import sys, agentkit; print(sorted({'pandas', 'ipywidgets', 'matplotlib', 'jsonschema', 'agents', 'pydantic_ai', 'langgraph', 'langchain_core'} & set(sys.modules)))"
+    code = ("import sys, agentkit; print(sorted({'pandas', 'ipywidgets', 'matplotlib', 'jsonschema', "
+            "'opentelemetry', 'agents', 'pydantic_ai', 'langgraph', 'langchain_core'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

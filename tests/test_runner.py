@@ -440,6 +440,8 @@ def test_approvals_expire(counted):
 
 
 def test_an_irreversible_failure_is_not_retried(counted):
+    """docs/design.md#irreversible-writes: a disconnect does not prove the write failed; with no status lookup
+    the outcome is unknown (never transient_failure), and nothing is retried."""
     def drop(to: str) -> str:
         raise ConnectionError("reset")
 
@@ -447,9 +449,9 @@ def test_an_irreversible_failure_is_not_retried(counted):
     runner = runner_for(send_spec(handler))
     approval_id = runner.call("send", {"to": "ana"})["approval_id"]
     result = runner.approve(approval_id)
-    assert result == {"ok": False, "error": "transient_failure", "retryable": False,
+    assert result == {"ok": False, "error": "outcome_unknown", "retryable": False,
                       "attempts": 1, "replayed": False}
-    assert runner.approve(approval_id)["error"] == "transient_failure"  # the settled result
+    assert runner.approve(approval_id)["error"] == "outcome_unknown"  # the settled result
     assert handler.calls == 1
 
 

@@ -6,6 +6,7 @@ A result code alone cannot show that a write happened twice, so each test holds 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -127,6 +128,10 @@ class PgSchema:
         return cur.fetchall() if cur.description else []
 
     def drop(self) -> None:
+        import psycopg
+
+        if self.admin.closed:  # a test that restarts the server closed it first
+            self.admin = psycopg.connect(pg_dsn(), autocommit=True)
         self.admin.execute(f"DROP SCHEMA {self.name} CASCADE")
         self.admin.close()
 
@@ -165,7 +170,7 @@ class Backend:
         return f"sqlite:{self.path}"
 
     def sql(self, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """Run SQL on the store's tables, written for PostgreSQL (``agentkit_claims``, %s)."""
+        """Run SQL on the store's tables, written for PostgreSQL (``agentkit_keys``, %s)."""
         if self.pg is not None:
             return self.pg.execute(statement, params)
         conn = sqlite3.connect(self.path)
@@ -182,10 +187,10 @@ class Backend:
         """Let ``seconds`` pass for every lease in the store."""
         if self.pg is None:
             self.clock.now += seconds
-        elif self.pg.execute("SELECT to_regclass('agentkit_claims') IS NOT NULL")[0][0]:
+        elif self.pg.execute("SELECT to_regclass('agentkit_keys') IS NOT NULL")[0][0]:
             # The database's clock cannot be moved: move the deadlines back instead.
             self.pg.execute(
-                "UPDATE agentkit_claims SET lease_until = lease_until - %s", (seconds,)
+                "UPDATE agentkit_keys SET lease_until = lease_until - %s", (seconds,)
             )
 
     def close(self) -> None:
@@ -668,14 +673,28 @@ def test_sqlite_restart_replays_and_keeps_approvals(sqlite_path: Path) -> None:
     assert op.calls == 1
 
 
-def test_sqlite_full_sync_is_reset_after_the_call(sqlite_path: Path) -> None:
+def test_sqlite_only_the_claim_is_flushed_on_its_own_connection(sqlite_path: Path) -> None:
+    """full_sync: the claim commits on a connection that is always synchronous=FULL, the
+    result on one that is always NORMAL (a lost result leaves the claim for the lookup);
+    no PRAGMA is toggled per call."""
     with SQLiteIdempotencyStore(sqlite_path) as store:
-        store.run_once("k", Op(OK), full_sync=True)
-        conn = store._checkout()
-        try:
-            assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
-        finally:
-            store._checkin(conn, healthy=True)
+        store.run_once("warm-up", Op(OK), full_sync=True)  # one connection of each level
+        statements: list[tuple[int, str]] = []
+        for full_sync, idle in store._idle.items():
+            [conn] = idle
+            level = conn.execute("PRAGMA synchronous").fetchone()[0]
+            assert level == (2 if full_sync else 1)  # FULL, NORMAL
+
+            def trace(statement: str, level: int = level) -> None:
+                statements.append((level, statement))
+
+            conn.set_trace_callback(trace)
+        assert store.run_once("k", Op(OK), "fp", full_sync=True) == OK
+        claims = [level for level, sql in statements if sql.startswith("INSERT OR IGNORE")]
+        results = [level for level, sql in statements if sql.startswith("UPDATE keys SET result")]
+        assert (claims, results) == ([2], [1])
+        assert not any("PRAGMA" in sql for _, sql in statements)
+        assert len(statements) == 3  # the read, the claim, the result: no BEGIN, no COMMIT
 
 
 def test_sqlite_closed_store_refuses_work(sqlite_path: Path) -> None:
@@ -692,12 +711,19 @@ def test_sqlite_closed_store_refuses_work(sqlite_path: Path) -> None:
 # --------------------------------------------------------------------------- processes
 
 
-def start_workers(mode: str, durable: Backend, work: Path, n: int, key: str = "k") -> None:
+#: The worker's driver: run_once, or the store's steps from an event loop (async twins).
+DRIVERS = pytest.mark.parametrize("driver", ["sync", "async"])
+
+
+def start_workers(
+    mode: str, durable: Backend, work: Path, n: int, key: str = "k", driver: str = "sync"
+) -> None:
     """Run ``n`` workers at once on the durable store; each must exit 0."""
     procs = [
         subprocess.Popen(
             [sys.executable, str(WORKER), mode, durable.spec, key, str(work), str(n)],
-            env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**worker_env(), "AGENTKIT_TEST_DRIVER": driver},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         for _ in range(n)
     ]
@@ -712,9 +738,12 @@ def start_workers(mode: str, durable: Backend, work: Path, n: int, key: str = "k
                 p.communicate()
 
 
-def test_four_processes_run_the_operation_once(durable: Backend, tmp_path: Path) -> None:
+@DRIVERS
+def test_four_processes_run_the_operation_once(
+    durable: Backend, tmp_path: Path, driver: str
+) -> None:
     n = 4
-    start_workers("race", durable, tmp_path, n)
+    start_workers("race", durable, tmp_path, n, driver=driver)
     assert len(log_lines(tmp_path / "ops.log")) == 1
     answers = [json.loads(line) for line in log_lines(tmp_path / "answers")]
     assert len(answers) == n
@@ -747,23 +776,27 @@ def test_four_processes_by_fifty_keys_run_each_key_exactly_once(
     assert all(store.result(f"k-{i}") is not None for i in range(keys))
 
 
-def run_worker(mode: str, durable: Backend, work: Path) -> subprocess.CompletedProcess[str]:
+def run_worker(
+    mode: str, durable: Backend, work: Path, driver: str = "sync"
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(WORKER), mode, durable.spec, "k", str(work)],
-        env=worker_env(), capture_output=True, text=True, timeout=60, check=False,
+        env={**worker_env(), "AGENTKIT_TEST_DRIVER": driver},
+        capture_output=True, text=True, timeout=60, check=False,
     )
 
 
+@DRIVERS
 def test_crash_after_the_write_is_recovered_without_a_second_write(
-    durable: Backend, tmp_path: Path
+    durable: Backend, tmp_path: Path, driver: str
 ) -> None:
     """A child claims, writes and is SIGKILLed; a new process's status lookup recovers."""
-    child = run_worker("crash_after_write", durable, tmp_path)
+    child = run_worker("crash_after_write", durable, tmp_path, driver)
     assert child.returncode == -signal.SIGKILL, child.stderr
     assert len(log_lines(tmp_path / "ops.log")) == 1
-    claims = durable.sql("SELECT host, pid FROM agentkit_claims")
+    claims = durable.sql("SELECT host, pid FROM agentkit_keys WHERE result IS NULL")
     assert len(claims) == 1  # the dead child's claim is still there, lease unexpired
-    recovered = run_worker("recover", durable, tmp_path)  # default lease: the dead pid is gone
+    recovered = run_worker("recover", durable, tmp_path, driver)  # the dead pid is gone
     assert recovered.returncode == 0, recovered.stderr
     assert [json.loads(line) for line in log_lines(tmp_path / "answers")] == [
         {"ok": True, "data": "sent"}
@@ -775,17 +808,51 @@ def test_crash_after_the_write_is_recovered_without_a_second_write(
     assert len(log_lines(tmp_path / "ops.log")) == 1  # no key ran twice
 
 
-def test_crash_before_the_write_runs_once_after_recovery(durable: Backend, tmp_path: Path) -> None:
-    child = run_worker("crash_before_write", durable, tmp_path)
+@DRIVERS
+def test_crash_before_the_write_runs_once_after_recovery(
+    durable: Backend, tmp_path: Path, driver: str
+) -> None:
+    child = run_worker("crash_before_write", durable, tmp_path, driver)
     assert child.returncode == -signal.SIGKILL, child.stderr
     assert len(log_lines(tmp_path / "started")) == 1
     assert log_lines(tmp_path / "ops.log") == []
     for _ in range(2):  # the first new process writes; the second finds it done
-        recovered = run_worker("recover", durable, tmp_path)
+        recovered = run_worker("recover", durable, tmp_path, driver)
         assert recovered.returncode == 0, recovered.stderr
     answers = [json.loads(line) for line in log_lines(tmp_path / "answers")]
     assert answers == [{"ok": True, "data": "sent"}, {"ok": True, "data": "sent", "replayed": True}]
     assert len(log_lines(tmp_path / "ops.log")) == 1
+
+
+@DRIVERS
+def test_crash_before_the_claim_leaves_the_key_free(
+    durable: Backend, tmp_path: Path, driver: str
+) -> None:
+    child = run_worker("crash_before_claim", durable, tmp_path, driver)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    assert durable.sql("SELECT key FROM agentkit_keys") == []
+    recovered = run_worker("recover", durable, tmp_path, driver)
+    assert recovered.returncode == 0, recovered.stderr
+    assert [json.loads(line) for line in log_lines(tmp_path / "answers")] == [
+        {"ok": True, "data": "sent"}
+    ]
+    assert len(log_lines(tmp_path / "ops.log")) == 1
+
+
+@DRIVERS
+def test_crash_after_the_result_replays_it(durable: Backend, tmp_path: Path, driver: str) -> None:
+    child = run_worker("crash_after_result", durable, tmp_path, driver)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    assert len(log_lines(tmp_path / "ops.log")) == 1
+    assert durable.sql("SELECT token, result FROM agentkit_keys") == [
+        (None, '{"data":"sent","ok":true}')
+    ]
+    recovered = run_worker("recover", durable, tmp_path, driver)
+    assert recovered.returncode == 0, recovered.stderr
+    assert [json.loads(line) for line in log_lines(tmp_path / "answers")] == [
+        {"ok": True, "data": "sent", "replayed": True}
+    ]
+    assert len(log_lines(tmp_path / "ops.log")) == 1  # no key ran twice
 
 
 def test_a_live_owner_is_never_taken_over_until_it_dies(durable: Backend, tmp_path: Path) -> None:
@@ -821,7 +888,7 @@ def test_a_claim_from_another_host_is_judged_by_its_lease_alone(durable: Backend
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()
     durable.sql(
-        "UPDATE agentkit_claims SET host = %s, pid = %s, start_time = NULL,"
+        "UPDATE agentkit_keys SET host = %s, pid = %s, start_time = NULL,"
         " lease_until = lease_until + 3600",
         ("worker-7.elsewhere", int(gone)),
     )
@@ -840,7 +907,7 @@ def test_claim_of_an_earlier_process_with_our_pid_is_stale(durable: Backend) -> 
     store = durable()
     store.run_once("k", op, "fp")
     assert store.run_once("k", op, "fp")["error"] == "in_progress"  # ours, alive
-    durable.sql("UPDATE agentkit_claims SET start_time = start_time - 1")
+    durable.sql("UPDATE agentkit_keys SET start_time = start_time - 1")
     assert store.run_once("k", op, "fp", recover=Lookup(None)) == OK
     assert op.calls == 2
 
@@ -858,11 +925,11 @@ def test_a_reused_pid_is_told_apart_by_its_start_time(durable: Backend) -> None:
     store = durable()
     store.run_once("k", op, "fp")
     durable.sql(
-        "UPDATE agentkit_claims SET pid = %s, start_time = %s", (parent, _start_time(parent))
+        "UPDATE agentkit_keys SET pid = %s, start_time = %s", (parent, _start_time(parent))
     )
     assert store.run_once("k", op, "fp", recover=lookup)["error"] == "in_progress"
     assert (op.calls, lookup.calls) == (1, 0)
-    durable.sql("UPDATE agentkit_claims SET start_time = start_time + 1")
+    durable.sql("UPDATE agentkit_keys SET start_time = start_time + 1")
     assert store.run_once("k", op, "fp", recover=lookup) == OK
     assert (op.calls, lookup.calls) == (2, 1)
 
@@ -1065,13 +1132,25 @@ def pg(tmp_path: Path):
     backend.close()
 
 
+def own_pg_cluster() -> None:
+    """Skip (never fail, in CI too) unless AGENTKIT_TEST_PG_DSN is the server of
+    tools/pg_cluster.sh: only that one may be restarted or stopped by a test. Called before
+    the test touches anything, so its fixtures tear down as usual."""
+    state = os.environ.get("AGENTKIT_PG_STATE", "")
+    try:
+        text = Path(state).read_text() if state else ""
+    except OSError:
+        text = ""
+    if not text or f"PG_DSN='{PG_DSN}'" not in text:
+        pytest.skip(
+            "this test restarts the server, so it needs the cluster of tools/pg_cluster.sh"
+            " (AGENTKIT_PG_STATE does not describe AGENTKIT_TEST_PG_DSN's server)"
+        )
+
+
 def pg_cluster(command: str) -> None:
     """Restart, stop or start the test server (it must be tools/pg_cluster.sh's)."""
-    if not os.environ.get("AGENTKIT_PG_STATE"):
-        pg_unavailable(
-            "this test restarts the server, so it needs the cluster of tools/pg_cluster.sh"
-            " (AGENTKIT_PG_STATE is not set)"
-        )
+    own_pg_cluster()
     subprocess.run([str(PG_CLUSTER), command], check=True, capture_output=True, timeout=120)
 
 
@@ -1096,7 +1175,7 @@ def test_pg_schema_is_created_once_by_workers_starting_together(pg: Backend) -> 
         t.join(WAIT)
     assert errors == []
     assert sum(1 for a in answers if a == OK) == 1
-    assert pg.sql("SELECT version FROM agentkit_schema") == [(1,)]
+    assert pg.sql("SELECT version FROM agentkit_schema") == [(2,)]
 
 
 def test_pg_a_newer_schema_is_refused_with_a_clear_error(
@@ -1113,59 +1192,57 @@ def test_pg_a_newer_schema_is_refused_with_a_clear_error(
     assert "schema version 99" in caplog.text
 
 
-def test_pg_commits_wait_for_the_wal_flush(pg: Backend) -> None:
+def test_pg_commits_wait_for_the_wal_flush_on_the_durable_pool_only(pg: Backend) -> None:
     store = pg()
     store.result("k")
-    with store._pool.connection() as conn:  # the store's own connections
+    with store._current_pool(True).connection() as conn:  # claims, full_sync, approvals
         assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
+    with store._current_pool(False).connection() as conn:  # results, freed claims
+        assert conn.execute("SHOW synchronous_commit").fetchone() == ("off",)
 
 
-def test_pg_only_claims_and_full_sync_writes_wait_for_the_flush(
+def test_pg_only_claims_and_approvals_wait_for_the_flush(
     pg: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A claim (and anything full_sync) is durable before the call goes on; a reversible
-    call's stored result may skip the flush wait (a lost one means the lookup is asked)."""
+    """A claim (and every approval) is durable before the call goes on; a stored result may
+    skip the flush wait, even for full_sync (a lost one leaves the claim for the lookup).
+    Each level has its own connections: nothing is toggled per call."""
     import psycopg
 
-    store = pg()
+    store = pg(pool_size=1)  # one session per level
     store.result("warm-up")
-    sent: list[str] = []
+    durable_sessions = set()
+    for level in (True, False):
+        with store._current_pool(level).connection() as conn:
+            setting = conn.execute("SHOW synchronous_commit").fetchone()
+            assert setting == ("on" if level else "off",)
+            if level:
+                durable_sessions.add(conn.info.backend_pid)
+    sent: list[tuple[str, bool]] = []
     execute = psycopg.Connection.execute
 
     def recording(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(str(query))
+        sent.append((str(query), self.info.backend_pid in durable_sessions))
         return execute(self, query, *args, **kwargs)
 
     monkeypatch.setattr(psycopg.Connection, "execute", recording)
-    relaxed, durable = "SET LOCAL synchronous_commit = off", "SET LOCAL synchronous_commit = on"
-
-    def transactions() -> list[list[str]]:
-        """The statements sent, cut into transactions (BEGIN … COMMIT)."""
-        cut: list[list[str]] = []
-        for query in sent:
-            if query.startswith("BEGIN"):
-                cut.append([])
-            if cut:
-                cut[-1].append(query)
-        return cut
-
-    assert store.run_once("reversible", Op(OK), "fp") == OK
-    [claim_tx] = [t for t in transactions() if any("INTO agentkit_claims" in q for q in t)]
-    [result_tx] = [t for t in transactions() if any("INTO agentkit_results" in q for q in t)]
-    assert claim_tx[-2:] == [durable, "COMMIT"]  # the claim waits for the flush
-    assert relaxed in result_tx and durable not in result_tx  # the stored result need not
+    for full_sync in (False, True):
+        sent.clear()
+        assert store.run_once(f"k{full_sync}", Op(OK), "fp", full_sync=full_sync) == OK
+        [(claim, claim_durable), (result, result_durable)] = sent
+        assert claim.startswith("WITH mine AS (INSERT") and claim_durable
+        assert result.startswith("UPDATE agentkit_keys SET result") and not result_durable
     sent.clear()
-    assert store.run_once("irreversible", Op(OK), "fp", full_sync=True) == OK
     store.create_approval("a1", {"state": "pending"})
-    assert len(transactions()) == 3
-    assert not any(relaxed in q for q in sent)
+    assert sent and all(durable for _, durable in sent)
+    assert not any("synchronous_commit" in query for query, _ in sent)
 
 
 def test_pg_lease_deadlines_come_from_the_database_clock(pg: Backend) -> None:
     store = pg(claim_ttl_seconds=300)
     assert store.run_once("k", Op(UNKNOWN), "fp") == UNKNOWN
     [(behind,)] = pg.sql(
-        "SELECT lease_until - extract(epoch FROM clock_timestamp()) FROM agentkit_claims"
+        "SELECT lease_until - extract(epoch FROM clock_timestamp()) FROM agentkit_keys"
     )
     assert 290 < behind <= 300
 
@@ -1197,6 +1274,7 @@ def test_pg_a_connection_killed_mid_call_is_busy_or_ok_never_an_error(pg: Backen
 
 
 def test_pg_a_server_restart_between_two_calls_costs_nothing(pg: Backend) -> None:
+    own_pg_cluster()
     store, op = pg(), Op(OK, OK)
     assert store.run_once("a", op, "fp") == OK
     pg.pg.admin.close()  # type: ignore[union-attr]
@@ -1270,6 +1348,7 @@ def test_pg_server_down_is_busy_through_the_runner_and_nothing_runs(
 def test_pg_server_stopped_then_started_busy_then_works(
     pg: Backend, caplog: pytest.LogCaptureFixture
 ) -> None:
+    own_pg_cluster()
     calls: list[int] = []
     store = PostgresIdempotencyStore(pg.pg.dsn, connect_timeout_seconds=1)  # type: ignore[union-attr]
     pg.made.append(store)
@@ -1297,3 +1376,318 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_pg_restart_tests_skip_on_a_server_not_started_by_pg_cluster(
+    pg: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AGENTKIT_TEST_PG_DSN may point at any server (README): a test that would restart it
+    skips before it touches anything, and its fixture then tears down cleanly."""
+    monkeypatch.setenv("AGENTKIT_PG_STATE", str(pg.tmp_path / "no-such-state.env"))
+    with pytest.raises(pytest.skip.Exception, match="cluster of tools/pg_cluster.sh"):
+        test_pg_a_server_restart_between_two_calls_costs_nothing(pg)
+    assert pg.pg is not None and not pg.pg.admin.closed  # the fixture can drop its schema
+
+
+def test_pg_the_dsn_and_its_password_stay_private(pg: Backend) -> None:
+    from psycopg.conninfo import make_conninfo
+
+    dsn = make_conninfo(pg.pg.dsn, password="s3cret-pw")  # type: ignore[union-attr]
+    store = PostgresIdempotencyStore(dsn)
+    try:
+        public = {k: v for k, v in vars(store).items() if not k.startswith("_")}
+        assert "s3cret-pw" not in repr(public) + repr(store)
+        assert not hasattr(store, "dsn")
+        assert store.address.startswith("postgresql://postgres@127.0.0.1:")
+    finally:
+        store.close()
+
+
+# --------------------------------------------------------------------------- PostgreSQL: round trips
+
+
+class RoundTrips:
+    """A TCP proxy in front of the test server that counts round trips: one each time a
+    client sends after the server has answered it (or for the first time). A statement
+    queued in a pipeline travels in the same trip as the rest; an empty Sync costs one."""
+
+    def __init__(self, dsn: str) -> None:
+        import socket
+
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+        parts = conninfo_to_dict(dsn)
+        self.upstream = (str(parts.get("host") or "127.0.0.1"), int(parts.get("port") or 5432))
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.dsn = make_conninfo(dsn, host="127.0.0.1", port=self.listener.getsockname()[1])
+        self.trips = 0
+        self.lock = threading.Lock()
+        self.sockets: list[Any] = []
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self) -> None:
+        import socket
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            turn = ["server"]  # who spoke last on this connection
+            self.sockets += [client, server]
+            for src, dst, side in ((client, server, "client"), (server, client, "server")):
+                threading.Thread(target=self.pump, args=(src, dst, side, turn), daemon=True).start()
+
+    def pump(self, src: Any, dst: Any, side: str, turn: list[str]) -> None:
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                for s in (src, dst):
+                    with contextlib.suppress(OSError):
+                        s.close()
+                return
+            with self.lock:  # counted before it is passed on: the answer comes after
+                if side == "client" and turn[0] == "server":
+                    self.trips += 1
+                turn[0] = side
+            try:
+                dst.sendall(data)
+            except OSError:
+                return
+
+    def take(self) -> int:
+        with self.lock:
+            trips, self.trips = self.trips, 0
+        return trips
+
+    def close(self) -> None:
+        self.listener.close()
+        for s in self.sockets:
+            with contextlib.suppress(OSError):
+                s.close()
+
+
+@pytest.fixture
+def counted(pg: Backend):
+    assert pg.pg is not None
+    proxy = RoundTrips(pg.pg.dsn)
+    yield proxy
+    proxy.close()
+
+
+def test_pg_a_new_key_costs_two_round_trips_and_a_replay_one(
+    pg: Backend, counted: RoundTrips
+) -> None:
+    store = PostgresIdempotencyStore(counted.dsn, pool_size=1)
+    pg.made.append(store)
+    op = Op(OK)
+    assert store.run_once("warm-up", op, "fp") == OK  # connects, creates the tables
+    counted.take()
+    assert store.run_once("new", op, "fp") == OK
+    assert counted.take() == 2  # the claim, the completion
+    assert store.run_once("new", op, "fp") == {**OK, "replayed": True}
+    assert counted.take() == 1
+    assert store.run_once("new", op, "other")["error"] == "idempotency_conflict"
+    assert counted.take() == 1
+    assert store.run_once("new-sync", op, "fp", full_sync=True) == OK
+    assert counted.take() == 2
+    assert op.calls == 3
+    # the careful path (a key claimed already) keeps its transaction: still no empty trips
+    assert store.run_once("hung", Op(UNKNOWN), "fp") == UNKNOWN
+    counted.take()
+    assert store.run_once("hung", op, "fp")["error"] == "in_progress"
+    assert counted.take() == 3  # the fast claim, then the lock and read, then the commit
+    assert op.calls == 3
+    assert store.result("new") == OK  # a read: one statement, no transaction
+    assert counted.take() == 1
+    assert store.create_approval("a1", {"state": "pending"}) == {"state": "pending"}
+    assert counted.take() == 2  # the lock and read, then the insert and commit
+    assert store.update_approval("a1", "pending", {"state": "approved"})
+    assert counted.take() == 2
+    assert store.get_approval("a1") == {"state": "approved"}
+    assert store.list_approvals() == [{"state": "approved"}]
+    assert counted.take() == 2  # one each
+
+
+def test_pg_async_steps_cost_the_same_round_trips(pg: Backend, counted: RoundTrips) -> None:
+    import asyncio
+
+    from agentkit.policy.stores.algorithm import CLAIMED
+
+    store = PostgresIdempotencyStore(counted.dsn, pool_size=1)
+    pg.made.append(store)
+
+    async def main() -> list[int]:
+        trips = []
+        for key in ("warm-up", "new"):
+            counted.take()
+            decision = await store.aclaim(key, "fp", 300, may_take_over=False)
+            assert isinstance(decision, tuple) and decision[0] == CLAIMED
+            await store.acomplete(key, decision[1], dict(OK))
+            trips.append(counted.take())
+        replay = await store.aclaim("new", "fp", 300, may_take_over=False)
+        assert replay == {**OK, "replayed": True}
+        trips.append(counted.take())
+        held = await store.aclaim("held", "fp", 300, may_take_over=False)
+        assert isinstance(held, tuple)
+        counted.take()
+        busy = await store.aclaim("held", "fp", 300, may_take_over=True)  # the careful path
+        assert isinstance(busy, dict) and busy["error"] == "in_progress"
+        trips.append(counted.take())
+        assert await store.acreate_approval("a1", {"state": "pending"}) == {"state": "pending"}
+        trips.append(counted.take())
+        assert await store.aupdate_approval("a1", "pending", {"state": "approved"})
+        trips.append(counted.take())
+        assert await store.alist_approvals() == [{"state": "approved"}]
+        trips.append(counted.take())
+        await store.aclose()
+        return trips
+
+    # new key, replay, careful path (fast try + lock and read + commit), approvals
+    assert asyncio.run(main())[1:] == [2, 1, 3, 2, 2, 1]
+
+
+# --------------------------------------------------------------------------- PostgreSQL: held locks
+
+
+@pytest.fixture
+def other_session(pg: Backend):
+    """A second, real session on the same schema, free to hold locks."""
+    import psycopg
+
+    assert pg.pg is not None
+    conn = psycopg.connect(pg.pg.dsn, autocommit=True)
+    yield conn
+    conn.close()
+
+
+def test_pg_a_key_lock_held_elsewhere_is_busy_within_its_bound(
+    pg: Backend, other_session: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = pg(TINY_TTL, busy_timeout_seconds=0.2)
+    assert store.run_once("k", Op(UNKNOWN), "fp") == UNKNOWN
+    pg.advance(LEASE_PASSES)  # stale: the next caller needs the careful path, under the lock
+    other_session.execute("SELECT pg_advisory_lock(hashtextextended('k', 0))")
+    op, lookup = Op(OK), Lookup(None)
+    started = time.monotonic()
+    with caplog.at_level("ERROR", logger="agentkit"):
+        assert store.run_once("k", op, "fp", recover=lookup) == BUSY
+    assert time.monotonic() - started < WAIT  # bounded: it used to wait forever
+    assert (op.calls, lookup.calls) == (0, 0)
+    assert "lock timeout" in caplog.text and "busy_timeout, 0.2 s" in caplog.text
+    assert store.run_once("free", op, "fp") == OK  # other keys never wait for that lock
+    other_session.execute("SELECT pg_advisory_unlock_all()")
+    assert store.run_once("k", op, "fp", recover=lookup) == OK
+    assert (op.calls, lookup.calls) == (2, 1)
+
+
+def test_pg_a_locked_table_is_busy_through_the_runner_and_nothing_runs(
+    pg: Backend, other_session: Any
+) -> None:
+    store = pg(busy_timeout_seconds=0.2)
+    calls: list[int] = []
+    runner = runner_with(store, calls)
+    assert runner.call("save", {"name": "a.md"})["ok"] is True  # the tables exist
+    other_session.execute("BEGIN")
+    other_session.execute("LOCK TABLE agentkit_keys IN ACCESS EXCLUSIVE MODE")
+    op = Op(OK)
+    started = time.monotonic()
+    assert store.run_once("new", op, "fp") == BUSY
+    result = runner.call("save", {"name": "b.md"})
+    assert time.monotonic() - started < WAIT
+    assert result["error"] == "busy" and result["retryable"] is True
+    assert (op.calls, calls) == (0, [1])
+    other_session.execute("ROLLBACK")
+    assert runner.call("save", {"name": "b.md"})["ok"] is True
+    assert calls == [1, 1]
+
+
+# --------------------------------------------------------------------------- PostgreSQL: async twins
+
+
+def test_pg_async_twins_keep_every_step_s_semantics(pg: Backend) -> None:
+    """Interface B's async twins answer as the sync steps do: claim, replay, conflict,
+    in_progress, a stale claim (taken over, or unknown without a lookup), drop, abandon, and
+    the approval records' insert-if-absent and compare-and-swap."""
+    import asyncio
+
+    from agentkit.policy.stores.algorithm import CLAIMED, TAKEN_OVER
+
+    store = pg(TINY_TTL)
+    sync_view = pg()
+
+    async def main() -> None:
+        first = await store.aclaim("k", "fp", 300, may_take_over=False)
+        assert isinstance(first, tuple) and first[0] == CLAIMED
+        mine = first[1]
+        assert await store.aclaim("k", "fp", 300, may_take_over=True) == {
+            "ok": False, "error": "in_progress", "retryable": True}
+        assert (await store.aclaim("k", "other", 300, may_take_over=False))["error"] == (
+            "idempotency_conflict")
+        await store.acomplete("k", mine, dict(OK))
+        assert await store.aclaim("k", "fp", 300, may_take_over=False) == {**OK, "replayed": True}
+
+        dropped = await store.aclaim("d", "fp", 300, may_take_over=False)
+        assert isinstance(dropped, tuple)
+        await store.adrop("d", dropped[1])
+        again = await store.aclaim("d", "fp", 300, may_take_over=False)
+        assert isinstance(again, tuple) and again[0] == CLAIMED  # the key was free
+
+        stale = await store.aclaim("s", "fp", 300, may_take_over=False)
+        assert isinstance(stale, tuple)
+        await store.aabandon_claim("s", stale[1])  # stale at once
+        assert (await store.aclaim("s", "fp", 300, may_take_over=False))["error"] == (
+            "outcome_unknown")
+        taken = await store.aclaim("s", "fp", 300, may_take_over=True)
+        assert isinstance(taken, tuple) and taken[0] == TAKEN_OVER
+        assert taken[1].token != stale[1].token
+        await store.acomplete("s", stale[1], {"ok": True, "data": "late"})  # lost: kept anyway
+        await store.acomplete("s", taken[1], dict(OK))  # the first result wins
+
+        record = {"state": "pending", "n": 1}
+        assert await store.acreate_approval("a1", record) == record
+        assert await store.acreate_approval("a1", {"state": "other"}) == record
+        assert await store.aupdate_approval("a1", "pending", {"state": "approved"})
+        assert not await store.aupdate_approval("a1", "pending", {"state": "denied"})
+        assert await store.aget_approval("a1") == {"state": "approved"}
+        assert await store.aget_approval("nope") is None
+        assert await store.alist_approvals("approved") == [{"state": "approved"}]
+        await store.aclose()
+
+    asyncio.run(main())
+    assert sync_view.result("k") == OK
+    assert sync_view.result("s") == {"ok": True, "data": "late"}
+    assert sync_view.list_approvals() == [{"state": "approved"}]
+
+
+def test_blocking_says_which_steps_may_run_on_an_event_loop(tmp_path: Path) -> None:
+    assert IdempotencyStore.blocking is False  # a dict under a lock held for microseconds
+    assert SQLiteIdempotencyStore.blocking is True
+    assert PostgresIdempotencyStore.blocking is True
+    assert not hasattr(SQLiteIdempotencyStore, "aclaim")  # the driver uses a worker thread
+    assert all(hasattr(PostgresIdempotencyStore, name) for name in (
+        "aclaim", "acomplete", "adrop", "aabandon_claim", "acreate_approval", "aget_approval",
+        "aupdate_approval", "alist_approvals"))
+
+
+def test_pg_a_completion_whose_connection_died_is_sent_again(
+    pg: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Completing, freeing and abandoning act only on our own token, so a connection that
+    dies under them (unnoticed before use) is replaced and the step repeated: the call is
+    ok, not outcome_unknown. A claim is never repeated this way."""
+    from agentkit.policy.stores import postgres
+
+    store, op = pg(pool_size=1), Op(OK)
+    assert store.run_once("a", op, "fp") == OK
+    with store._current_pool(False).connection() as conn:
+        relaxed = conn.info.backend_pid
+    monkeypatch.setattr(postgres, "_looks_dead", lambda conn: False)  # the race, made certain
+    pg.sql("SELECT pg_terminate_backend(%s, 10000)", (relaxed,))
+    assert store.run_once("b", op, "fp") == OK
+    assert store.result("b") == OK
+    assert op.calls == 2

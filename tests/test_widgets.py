@@ -215,6 +215,61 @@ def test_approval_panel_deny_runs_nothing(tmp_path, corpus):
     assert outbox_lines(tmp_path) == 0
 
 
+def test_approval_panel_ask_again_shows_the_replay_and_no_second_send(tmp_path, corpus):
+    runner = _runner(tmp_path, corpus)
+    approval_id = _ask_to_send(runner)
+    panel = ApprovalPanel(runner)
+    [again] = [b for b in _buttons(panel) if b.description == "Ask again"]
+    assert again.disabled and panel.ask_again() is None  # nothing decided yet
+    assert "Approve or deny a call first" in panel.again_html.value
+    next(b for b in _buttons(panel) if b.description == "Approve").click()
+    assert outbox_lines(tmp_path) == 1 and not again.disabled
+    again.click()
+    text = html_unescape(panel.again_html.value)
+    assert "asked again: ok, replayed: the kept result; nothing ran" in text
+    assert "handler calls: 1" in text
+    assert outbox_lines(tmp_path) == 1  # the model asked twice; the message went out once
+    assert panel.pending == []  # the repeat asked no person again
+    assert approval_id in panel.history[0]
+
+
+def test_approval_panel_denial_is_not_shown_as_success_and_its_id_does_not_wrap(tmp_path, corpus):
+    runner = _runner(tmp_path, corpus)
+    _ask_to_send(runner)
+    panel = ApprovalPanel(runner)
+    [row] = panel.list_box.children
+    assert 'white-space: nowrap' in row.children[0].value
+    next(b for b in _buttons(panel) if b.description == "Deny").click()
+    status = panel.status_html.value
+    assert "agentkit-message-denied" in status
+    assert "agentkit-message-ok" not in status and "#1a7f37" not in status
+    next(b for b in _buttons(panel) if b.description == "Ask again").click()
+    assert "asked again: forbidden" in panel.again_html.value
+    assert outbox_lines(tmp_path) == 0
+
+
+def test_json_data_is_shown_parsed_not_as_an_escaped_string(tmp_path, corpus):
+    from agentkit.faces.widgets import result_text
+
+    runner = _runner(tmp_path, corpus)
+    approval_id = _ask_to_send(runner)
+    panel = ApprovalPanel(runner)
+    panel.approve(approval_id)
+    text = html_unescape(panel.status_html.value)
+    assert '\\"' not in text  # no escaped quotes: data is shown as JSON, indented
+    assert '"data": {\n    "sent": true,' in text
+    assert '("data" reaches the model as one JSON string; shown parsed here)' in text
+    assert result_text({"ok": True, "data": "plain text"}) == '{\n  "ok": true,\n  "data": "plain text"\n}'
+    assert result_text({"ok": True, "data": "[1, 2"}).endswith('"data": "[1, 2"\n}')  # not JSON: as is
+    explorer = FailureExplorer()
+    explorer.choose("oversized_output", "reversible_write")
+    explorer.run()
+    assert "shown parsed here" not in explorer.result_html.value  # truncated: not valid JSON
+    explorer.choose("transient_disconnect", "reversible_write")
+    explorer.run()
+    assert "&quot;draft_id&quot;: &quot;draft-7&quot;" in explorer.result_html.value
+
+
 def test_approval_panel_shows_a_failing_runner_clearly(tmp_path, corpus, caplog):
     runner = _runner(tmp_path, corpus)
     approval_id = _ask_to_send(runner)

@@ -37,6 +37,8 @@ plain failure: cancellation does not prove that a write did not happen.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import contextvars
 import inspect
 import logging
@@ -45,7 +47,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -175,6 +177,15 @@ class DeadlinePassed(Exception):
     """A coroutine handler was cancelled at its deadline (not a ``TimeoutError`` it raised)."""
 
 
+class HandlerCancelled(Exception):
+    """A handler ended by raising ``CancelledError`` although nobody cancelled its caller.
+
+    It returned no value, and cancellation does not prove a write did not happen, so the
+    attempt is ``outcome_unknown`` on both paths; only the caller's own cancellation
+    propagates (docs/design.md#async-path).
+    """
+
+
 if sys.version_info >= (3, 11):
 
     def _timeout_scope(delay: float) -> asyncio.Timeout:
@@ -215,15 +226,50 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 async def _bounded(awaitable: Awaitable[_T], timeout: float) -> _T:
     """Await under ``timeout``; the deadline is :class:`DeadlinePassed`, while a
-    ``TimeoutError`` raised by the handler itself stays what it is (a transient failure)."""
+    ``TimeoutError`` raised by the handler itself stays what it is (a transient failure), and
+    a ``CancelledError`` raised by the handler itself (nobody cancelled this task) is
+    :class:`HandlerCancelled`. The task's own cancellation propagates unchanged."""
     scope = _timeout_scope(timeout)
     try:
         async with scope:
-            return await awaitable
+            return await _await_handler(awaitable)
     except TimeoutError:
         if scope.expired():
             raise DeadlinePassed from None
         raise
+
+
+if sys.version_info >= (3, 11):
+
+    async def _await_handler(awaitable: Awaitable[_T]) -> _T:
+        """Await the handler in this task; ``Task.cancelling()`` tells the task's own
+        cancellation (its caller's, or the deadline's) from a ``CancelledError`` the handler
+        raised by itself."""
+        try:
+            return await awaitable
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise
+            raise HandlerCancelled("the handler raised CancelledError") from exc
+
+else:  # pragma: no cover - exercised on Python 3.10 only
+
+    async def _await_handler(awaitable: Awaitable[_T]) -> _T:
+        """Python 3.10 has no ``Task.cancelling()``: the handler runs as a task of its own, so
+        a cancellation of *this* task arrives here (while the handler's task still runs, which
+        is then cancelled and awaited, as a direct await would have done), and a handler task
+        that ends cancelled without that raised ``CancelledError`` by itself."""
+        inner = asyncio.ensure_future(awaitable)
+        try:
+            await asyncio.wait((inner,))
+        except asyncio.CancelledError:
+            inner.cancel()
+            await asyncio.wait((inner,))
+            raise
+        if inner.cancelled():
+            raise HandlerCancelled("the handler raised CancelledError")
+        return inner.result()
 
 
 _OWN = threading.local()  # each worker thread's own event loop, made on first use
@@ -320,6 +366,113 @@ async def run_on_worker(function: Callable[..., _T], *args: Any, **kwargs: Any) 
     return await future
 
 
+class Slot:
+    """A tool's ``max_concurrency``: a counting semaphore that threads and event-loop tasks
+    wait on alike, first come first served, so one limit serves sync and async callers.
+
+    A thread waits on a lock of its own; a task waits on a future of its loop and holds no
+    thread while it waits. ``release`` hands the slot straight to the oldest waiter (under
+    the slot's lock), so a waiter that times out just as it is handed the slot keeps it.
+    Releasing more often than acquired raises ``ValueError`` (like ``BoundedSemaphore``).
+    """
+
+    __slots__ = ("_free", "_limit", "_lock", "_waiters")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._free = limit
+        self._lock = threading.Lock()
+        self._waiters: collections.deque[_Waiter] = collections.deque()
+
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        """Take a slot; wait up to ``timeout`` seconds (None or negative: as long as it takes)."""
+        with self._lock:
+            if self._free and not self._waiters:
+                self._free -= 1
+                return True
+            if not blocking or (timeout is not None and timeout == 0):
+                return False
+            waiter = _Waiter(None)
+            self._waiters.append(waiter)
+        wait = -1 if timeout is None or timeout < 0 else timeout
+        if waiter.wake.acquire(timeout=wait):
+            return True
+        with self._lock:
+            if waiter.granted:  # handed over just as we gave up: it is ours
+                return True
+            self._waiters.remove(waiter)
+            return False
+
+    async def aacquire(self, timeout: float) -> bool:
+        """:meth:`acquire` for a task: waits on this loop, holding no thread."""
+        with self._lock:
+            if self._free and not self._waiters:
+                self._free -= 1
+                return True
+            loop = asyncio.get_running_loop()
+            waiter = _Waiter(loop.create_future())
+            self._waiters.append(waiter)
+        assert waiter.future is not None
+        timer = loop.call_later(timeout, _settle_future, waiter.future)
+        try:
+            await waiter.future
+        except BaseException:  # the caller was cancelled: give back a slot handed to us
+            with self._lock:
+                if not waiter.granted:
+                    self._waiters.remove(waiter)
+                    raise
+            self.release()
+            raise
+        finally:
+            timer.cancel()
+        with self._lock:
+            if waiter.granted:
+                return True
+            self._waiters.remove(waiter)
+            return False
+
+    def release(self) -> None:
+        with self._lock:
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                if waiter.future is None:
+                    waiter.granted = True
+                    waiter.wake.release()
+                    return
+                try:
+                    waiter.future.get_loop().call_soon_threadsafe(_settle_future, waiter.future)
+                except RuntimeError:  # its loop is closed: nobody waits there any more
+                    continue
+                waiter.granted = True
+                return
+            if self._free >= self._limit:
+                raise ValueError("Slot released too many times")
+            self._free += 1
+
+    def __repr__(self) -> str:
+        return f"<Slot {self._free}/{self._limit} free, {len(self._waiters)} waiting>"
+
+
+class _Waiter:
+    __slots__ = ("future", "granted", "wake")
+
+    def __init__(self, future: asyncio.Future[None] | None) -> None:
+        self.future = future
+        self.granted = False
+        if future is None:
+            self.wake = threading.Lock()
+            self.wake.acquire()
+
+
+def _settle_future(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 class DoneFlag:
     """A one-shot event with ``threading.Event``'s ``set``/``is_set``/``wait``, on one lock.
 
@@ -357,29 +510,42 @@ class DoneFlag:
         return f"<DoneFlag {'set' if self._flag else 'unset'}>"
 
 
-@dataclass
 class Attempt:
-    """One run of a handler, as the boundary saw it and as it really went."""
+    """One run of a handler, as the boundary saw it and as it really went.
 
-    tool: str
-    call_id: str
-    done: DoneFlag = field(default_factory=DoneFlag)
-    started: bool = False
-    cancelled: bool = False
-    value: Any = None
-    error: BaseException | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    landed_at: float | None = None  # set by the handler through mark_landed(), if it knows
-    timed_out: bool = False  # a coroutine handler was cancelled (deadline or otherwise)
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _callbacks: list[Callable[[], None]] = field(default_factory=list, repr=False)
+    A plain class with ``__slots__`` (every attempt makes one, so it is on the hot path): the
+    flags and times below, a :class:`DoneFlag` set when the handler has really returned, and
+    a lock that makes "started" and "cancelled before it started" exclusive.
+    """
+
+    __slots__ = (
+        "_callbacks", "call_id", "cancelled", "done", "error", "finished_at", "landed_at",
+        "lock", "started", "started_at", "timed_out", "tool", "value",
+    )
+
+    def __init__(self, tool: str, call_id: str) -> None:
+        self.tool = tool
+        self.call_id = call_id
+        self.done = DoneFlag()
+        self.started = False
+        self.cancelled = False  # nothing ran, and nothing will
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.started_at: float | None = None
+        self.finished_at: float | None = None
+        self.landed_at: float | None = None  # set by the handler through mark_landed(), if it knows
+        self.timed_out = False  # the caller gave up at the deadline (or was itself cancelled)
+        self.lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] | None = None
 
     def add_done_callback(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` when the handler has really returned (now, if it already has)."""
         with self.lock:
             if not self.done.is_set():
-                self._callbacks.append(callback)
+                if self._callbacks is None:
+                    self._callbacks = [callback]
+                else:
+                    self._callbacks.append(callback)
                 return
         callback()
 
@@ -388,33 +554,273 @@ class Attempt:
         """True while a handler the caller gave up on is still running."""
         return self.started and not self.done.is_set()
 
+    def __repr__(self) -> str:
+        state = "running" if self.running else "done" if self.done.is_set() else "not started"
+        return f"<Attempt {self.call_id} {self.tool} {state}>"
 
-async def run_on_this_loop(
+
+def _end_attempt(attempt: Attempt, slot: Slot | None) -> None:
+    """The handler has really returned: free its slot, mark it done, run its callbacks."""
+    if slot is not None:
+        slot.release()
+    with attempt.lock:
+        attempt.finished_at = time.monotonic()
+        attempt.done.set()
+        callbacks, attempt._callbacks = attempt._callbacks, None
+    for callback in callbacks or ():
+        try:
+            callback()
+        except Exception:
+            logging.getLogger("agentkit").exception(
+                "%s %s: a done-callback failed", attempt.call_id, attempt.tool
+            )
+
+
+def _give_up_unstarted(attempt: Attempt, slot: Slot | None) -> bool:
+    """Cancel an attempt that has not started (it never will; its slot is freed). False when
+    it has already started (call with ``attempt.lock`` held)."""
+    if attempt.started:
+        return False
+    attempt.cancelled = True
+    if slot is not None:
+        slot.release()
+    return True
+
+
+def _work(
+    attempt: Attempt,
+    context: contextvars.Context,
+    handler: Callable[..., Any],
+    arguments: dict[str, Any],
+    timeout: float,
+    slot: Slot | None,
+    finish: Callable[[Any], Any] | None,
+    waiter: asyncio.Future[None] | None,
+) -> None:
+    """One attempt on a worker thread: the handler, then ``finish``, then the end of the
+    attempt; ``waiter`` (an async caller's future) is settled on its loop afterwards."""
+    with attempt.lock:
+        if attempt.cancelled:
+            return
+        attempt.started = True
+        attempt.started_at = time.monotonic()
+    try:
+        value = context.run(_in_attempt, attempt, handler, arguments, timeout)
+        attempt.value = value if finish is None else finish(value)
+        del value
+    except DeadlinePassed:
+        attempt.timed_out = True
+    except BaseException as exc:  # handed to the caller, who re-raises non-Exceptions
+        if _is_cancelled_error(exc):  # a sync handler raised CancelledError by itself
+            exc = HandlerCancelled("the handler raised CancelledError")
+        attempt.error = exc
+    finally:
+        _end_attempt(attempt, slot)
+    if waiter is not None:
+        # RuntimeError: the caller's loop is closed, nobody is waiting any more.
+        with contextlib.suppress(RuntimeError):
+            waiter.get_loop().call_soon_threadsafe(_settle_future, waiter)
+
+
+def _is_cancelled_error(exc: BaseException) -> bool:
+    module = sys.modules.get("asyncio")  # never imported just to ask
+    return module is not None and isinstance(exc, module.CancelledError)
+
+
+def run_limited(
     handler: Callable[..., Any],
     arguments: dict[str, Any],
     *,
     attempt: Attempt,
     timeout: float,
-    slot: threading.Semaphore | None,
+    slot: Slot | None,
     finish: Callable[[Any], Any] | None = None,
 ) -> str:
-    """:func:`run_limited` for a coroutine handler whose caller is on its own event loop: the
-    handler (and ``finish``) is awaited right here under ``asyncio.timeout``, with no thread
-    hop: two hops between threads cost several times the whole boundary. Returns "timeout"
-    or "finished".
+    """Run one attempt under the tool's limits; returns "busy", "timeout" or "finished".
 
-    The caller already holds ``slot`` (if any, taken without waiting); it is released when
-    the handler ends. Cancelling the awaiting task cancels the handler too, as awaiting it
-    directly would: the attempt ends timed out (a write may have happened) and the
-    ``CancelledError`` propagates.
+    "busy": no slot freed, no worker thread could be started, or the attempt had not started
+    when its time ran out (it is cancelled and never runs; the slot is released). "timeout":
+    the handler started and is still running. "finished": ``attempt.value`` or
+    ``attempt.error`` holds what the handler did (a handler that raised ``CancelledError`` by
+    itself: :class:`HandlerCancelled`).
+
+    ``finish`` (rendering, for the boundary) runs on the worker right after the handler
+    returns, inside the attempt and its timeout and holding its slot; ``attempt.value`` is then
+    what ``finish`` made of the handler's value, and the raw value is not kept.
+
+    Worst case for the caller: up to ``timeout`` waiting for a slot, then up to ``timeout``
+    for the handler (and ``finish``): 2 × ``timeout_seconds`` in all.
     """
+    if slot is not None and not slot.acquire(timeout=timeout):
+        return "busy"
+    context = contextvars.copy_context()
+    loop = _CALLER_LOOP.get()
+    if loop is not None and is_coroutine_handler(handler) and not _is_running_here(loop):
+        coroutine = _on_caller_loop(attempt, handler, arguments, timeout, slot, finish)
+        try:
+            asyncio.run_coroutine_threadsafe(coroutine, loop)
+        except RuntimeError:  # the caller's loop is closed: nothing ran
+            coroutine.close()
+            attempt.cancelled = True
+            if slot is not None:
+                slot.release()
+            return "busy"
+    else:
+        try:
+            _POOL.submit(partial(_work, attempt, context, handler, arguments, timeout, slot, finish, None))
+        except WorkerUnavailable:
+            with attempt.lock:
+                attempt.cancelled = True  # nothing ran, and nothing will
+            if slot is not None:
+                slot.release()
+            logging.getLogger("agentkit").warning(
+                "%s %s: busy, no worker thread could be started", attempt.call_id, attempt.tool
+            )
+            return "busy"
+    attempt.done.wait(timeout)
     with attempt.lock:
+        if attempt.done.is_set():
+            return "timeout" if attempt.timed_out else "finished"
+        return "busy" if _give_up_unstarted(attempt, slot) else "timeout"
+
+
+async def _on_caller_loop(
+    attempt: Attempt,
+    handler: Callable[..., Any],
+    arguments: dict[str, Any],
+    timeout: float,
+    slot: Slot | None,
+    finish: Callable[[Any], Any] | None,
+) -> None:
+    """A coroutine handler sent back to the async caller's loop by a policy running on a
+    worker (see :func:`run_on_worker`)."""
+    with attempt.lock:
+        if attempt.cancelled:
+            return
         attempt.started = True
         attempt.started_at = time.monotonic()
-    token = _CURRENT.set(attempt)
+    _CURRENT.set(attempt)  # the task runs in a copy of the context: never leaks
     try:
         value = await _bounded(handler(**arguments), timeout)
         attempt.value = value if finish is None else finish(value)
+        del value
+    except (DeadlinePassed, asyncio.CancelledError):
+        attempt.timed_out = True  # cancelled: the write may still have happened
+    except BaseException as exc:
+        attempt.error = exc
+    finally:
+        _end_attempt(attempt, slot)
+
+
+# --------------------------------------------------------------------------- async callers
+
+
+async def arun_limited(
+    handler: Callable[..., Any],
+    arguments: dict[str, Any],
+    *,
+    attempt: Attempt,
+    timeout: float,
+    slot: Slot | None,
+    finish: Callable[[Any], Any] | None = None,
+    heavy: Callable[[Any], bool] | None = None,
+) -> str:
+    """:func:`run_limited` for a caller on an event loop: the same statuses ("busy",
+    "timeout", "finished") and the same :class:`Attempt` (started, running, done callbacks,
+    ``mark_landed``), and the same ``slot`` as sync callers.
+
+    - A coroutine handler runs right here, on the caller's loop, under ``asyncio.timeout``:
+      no thread hand-off, and no thread is held while it awaits. ``finish`` runs here too,
+      unless ``heavy(value)`` says the value is large: then it runs on a worker thread (still
+      inside the deadline) so rendering never stalls the loop.
+    - A sync handler (and ``finish``) runs on a worker thread: one hand-off there, one back.
+    - Waiting for a slot holds no thread either (see :class:`Slot`).
+
+    Cancelling the awaiting task: a coroutine handler is cancelled with it (as awaiting it
+    directly would do; the attempt ends timed out, a write may have happened) and the
+    ``CancelledError`` propagates; a sync handler that has started runs on to its end (its
+    slot is freed then), one that has not started never runs. A coroutine handler that raises
+    ``CancelledError`` by itself is :class:`HandlerCancelled` in ``attempt.error``, not a
+    cancellation of the caller.
+    """
+    if slot is not None and not await slot.aacquire(timeout):
+        return "busy"
+    if is_coroutine_handler(handler):
+        return await run_here(handler, arguments, attempt, timeout, slot, finish, heavy)
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+    work = partial(_work, attempt, contextvars.copy_context(), handler, arguments, timeout,
+                   slot, finish, waiter)
+    # The timer first: from the submit on, the worker waits for this thread to let go of the
+    # GIL, so the loop should get to its next wait with as little as possible left to do.
+    timer = loop.call_later(timeout, _settle_future, waiter)
+    try:
+        _POOL.submit(work)
+    except WorkerUnavailable:
+        timer.cancel()
+        with attempt.lock:
+            attempt.cancelled = True
+        if slot is not None:
+            slot.release()
+        logging.getLogger("agentkit").warning(
+            "%s %s: busy, no worker thread could be started", attempt.call_id, attempt.tool
+        )
+        return "busy"
+    try:
+        await waiter
+    except BaseException:  # the caller was cancelled: an attempt not yet started never runs
+        with attempt.lock:
+            _give_up_unstarted(attempt, slot)
+        raise
+    finally:
+        timer.cancel()
+    with attempt.lock:
+        if attempt.done.is_set():
+            return "timeout" if attempt.timed_out else "finished"
+        return "busy" if _give_up_unstarted(attempt, slot) else "timeout"
+
+
+async def run_here(
+    handler: Callable[..., Any],
+    arguments: dict[str, Any],
+    attempt: Attempt,
+    timeout: float,
+    slot: Slot | None,
+    finish: Callable[[Any], Any] | None = None,
+    heavy: Callable[[Any], bool] | None = None,
+) -> str:
+    """:func:`arun_limited` for a coroutine handler whose ``slot`` (if any) the caller already
+    holds (it is released when the handler ends): the handler runs on this loop under
+    ``asyncio.timeout``. Nobody else has seen ``attempt`` yet, so it starts without its lock.
+
+    This is the hot path of every async call, so the deadline and the two kinds of
+    cancellation are told apart right here, in one frame (see :func:`_bounded`)."""
+    attempt.started = True
+    started = attempt.started_at = time.monotonic()
+    token = _CURRENT.set(attempt)
+    try:
+        if sys.version_info >= (3, 11):
+            scope = asyncio.timeout(timeout)
+            try:
+                async with scope:
+                    value = await handler(**arguments)
+            except TimeoutError:
+                if not scope.expired():
+                    raise  # the handler's own TimeoutError: a transient failure
+                raise DeadlinePassed from None
+            except asyncio.CancelledError as exc:
+                task = asyncio.current_task()
+                if task is None or task.cancelling():
+                    raise
+                raise HandlerCancelled("the handler raised CancelledError") from exc
+        else:  # pragma: no cover - Python 3.10
+            value = await _bounded(handler(**arguments), timeout)
+        if finish is None:
+            attempt.value = value
+        elif heavy is None or not heavy(value):
+            attempt.value = finish(value)
+        else:
+            attempt.value = await _finish_off_loop(finish, value, started + timeout)
         del value
     except DeadlinePassed:
         attempt.timed_out = True
@@ -429,120 +835,9 @@ async def run_on_this_loop(
     return "timeout" if attempt.timed_out else "finished"
 
 
-def _end_attempt(attempt: Attempt, slot: threading.Semaphore | None) -> None:
-    """The handler has really returned: free its slot, mark it done, run its callbacks."""
-    if slot is not None:
-        slot.release()
-    with attempt.lock:
-        attempt.finished_at = time.monotonic()
-        attempt.done.set()
-        callbacks, attempt._callbacks = attempt._callbacks, []
-    for callback in callbacks:
-        try:
-            callback()
-        except Exception:
-            logging.getLogger("agentkit").exception(
-                "%s %s: a done-callback failed", attempt.call_id, attempt.tool
-            )
-
-
-def run_limited(
-    handler: Callable[..., Any],
-    arguments: dict[str, Any],
-    *,
-    attempt: Attempt,
-    timeout: float,
-    slot: threading.Semaphore | None,
-    finish: Callable[[Any], Any] | None = None,
-) -> str:
-    """Run one attempt under the tool's limits; returns "busy", "timeout" or "finished".
-
-    "busy": no slot freed, no worker thread could be started, or the attempt had not started
-    when its time ran out (it is cancelled and never runs; the slot is released). "timeout":
-    the handler started and is still running. "finished": ``attempt.value`` or
-    ``attempt.error`` holds what the handler did.
-
-    ``finish`` (rendering, for the boundary) runs on the worker right after the handler
-    returns, inside the attempt and its timeout and holding its slot; ``attempt.value`` is then
-    what ``finish`` made of the handler's value, and the raw value is not kept.
-
-    Worst case for the caller: up to ``timeout`` waiting for a slot, then up to ``timeout``
-    for the handler (and ``finish``): 2 × ``timeout_seconds`` in all.
-    """
-    if slot is not None and not slot.acquire(timeout=timeout):
-        return "busy"
-    context = contextvars.copy_context()
-
-    def begin() -> bool:
-        with attempt.lock:
-            if attempt.cancelled:
-                return False
-            attempt.started = True
-            attempt.started_at = time.monotonic()
-        return True
-
-    def end() -> None:
-        _end_attempt(attempt, slot)
-
-    def body() -> None:
-        if not begin():
-            return
-        try:
-            value = context.run(_in_attempt, attempt, handler, arguments, timeout)
-            attempt.value = value if finish is None else finish(value)
-            del value
-        except (DeadlinePassed, asyncio.CancelledError):
-            attempt.timed_out = True
-        except BaseException as exc:  # handed to the caller, who re-raises non-Exceptions
-            attempt.error = exc
-        finally:
-            end()
-
-    async def on_caller_loop() -> None:
-        if not begin():
-            return
-        _CURRENT.set(attempt)  # the task runs in a copy of the context: never leaks
-        try:
-            value = await _bounded(handler(**arguments), timeout)
-            attempt.value = value if finish is None else finish(value)
-            del value
-        except (DeadlinePassed, asyncio.CancelledError):
-            attempt.timed_out = True  # cancelled: the write may still have happened
-        except BaseException as exc:
-            attempt.error = exc
-        finally:
-            end()
-
-    loop = _CALLER_LOOP.get()
-    if loop is not None and is_coroutine_handler(handler) and not _is_running_here(loop):
-        coroutine = on_caller_loop()
-        try:
-            asyncio.run_coroutine_threadsafe(coroutine, loop)
-        except RuntimeError:  # the caller's loop is closed: nothing ran
-            coroutine.close()
-            attempt.cancelled = True
-            if slot is not None:
-                slot.release()
-            return "busy"
-    else:
-        try:
-            _POOL.submit(body)
-        except WorkerUnavailable:
-            with attempt.lock:
-                attempt.cancelled = True  # nothing ran, and nothing will
-            if slot is not None:
-                slot.release()
-            logging.getLogger("agentkit").warning(
-                "%s %s: busy, no worker thread could be started", attempt.call_id, attempt.tool
-            )
-            return "busy"
-    attempt.done.wait(timeout)
-    with attempt.lock:
-        if attempt.done.is_set():
-            return "timeout" if attempt.timed_out else "finished"
-        if not attempt.started:
-            attempt.cancelled = True
-            if slot is not None:
-                slot.release()
-            return "busy"
-        return "timeout"
+async def _finish_off_loop(finish: Callable[[Any], Any], value: Any, deadline: float) -> Any:
+    """``finish(value)`` on a worker, within what is left of the attempt's deadline."""
+    try:
+        return await _bounded(run_on_worker(finish, value), max(deadline - time.monotonic(), 0.0))
+    except WorkerUnavailable:  # no thread to spare: render here rather than lose the value
+        return finish(value)

@@ -9,6 +9,7 @@ can possibly help. The exception itself goes to the ``agentkit`` logger.
 from __future__ import annotations
 
 import enum
+import unicodedata
 from typing import Any
 
 
@@ -60,6 +61,53 @@ def failure(code: ErrorCode | str, *, retryable: bool | None = None, **extra: An
     return result
 
 
+#: The longest ``detail`` an :class:`InvalidInput` message may give the model.
+MAX_DETAIL_CHARS = 200
+
+
+class InvalidInput(Exception):
+    """Raised by a handler to say "your input was wrong", not "I have a bug".
+
+    The schema cannot know every wrong value: a document id that does not exist, a date in
+    the past. A handler that finds one raises ``InvalidInput("no document with that id: search
+    first")``; the boundary answers ``invalid_arguments`` (not retryable: the runner never asks
+    again) with the message as ``detail``, bounded to :data:`MAX_DETAIL_CHARS` characters with
+    control, bidirectional and zero-width characters removed, and logs it. The message is the
+    one text of a handler that reaches the model: write it for the model (what was wrong,
+    what to do instead), and do not put secrets or a stack trace in it. Any other exception
+    stays ``tool_failure``, whose text never reaches the model.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = str(message)
+
+    @property
+    def detail(self) -> str:
+        """The message as the model sees it: :func:`safe_detail`."""
+        return safe_detail(self.message)
+
+
+def safe_detail(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
+    """``text`` fit for a result's ``detail``: control and invisible format characters (line
+    breaks, bidirectional overrides, zero-width characters) become spaces, runs of white
+    space one space, and the whole at most ``limit`` characters (cut with "…")."""
+    cleaned = "".join(" " if unicodedata.category(char)[0] in "CZ" else char
+                      for char in str.__str__(str(text)))
+    cleaned = " ".join(cleaned.split())
+    if len(cleaned) > limit:
+        cleaned = cleaned[: limit - 1].rstrip() + "…"
+    return cleaned or "the tool refused this input"
+
+
+def handler_failure(exc: BaseException, code: ErrorCode | None = None) -> dict[str, Any]:
+    """The result of a handler that raised ``exc``: its code (:func:`classify_exception`, or
+    ``code`` when already classified) and, for :class:`InvalidInput`, its safe ``detail``."""
+    if isinstance(exc, InvalidInput):
+        return failure(ErrorCode.INVALID_ARGUMENTS, detail=exc.detail)
+    return failure(classify_exception(exc) if code is None else code)
+
+
 def classify_exception(exc: BaseException) -> ErrorCode:
     """Map an exception raised *by a handler* to a code.
 
@@ -67,7 +115,10 @@ def classify_exception(exc: BaseException) -> ErrorCode:
     failure of the handler's own dependency, not the boundary's timeout, which is reported
     as ``outcome_unknown`` by the concurrency stage. ``TypeError`` is a bug in the handler:
     the arguments were already checked against the schema, so it is a ``tool_failure``.
+    :class:`InvalidInput` is the handler saying the input was wrong: ``invalid_arguments``.
     """
+    if isinstance(exc, InvalidInput):
+        return ErrorCode.INVALID_ARGUMENTS
     if isinstance(exc, PermissionError):
         return ErrorCode.FORBIDDEN
     if isinstance(exc, (ConnectionError, TimeoutError)):

@@ -19,14 +19,13 @@ from typing import Any
 from agentkit.boundary.authorization import authorize
 from agentkit.boundary.concurrency import (
     Attempt,
-    WorkerUnavailable,
-    is_coroutine_handler,
+    HandlerCancelled,
+    arun_limited,
+    run_here,
     run_limited,
-    run_on_this_loop,
-    run_on_worker,
 )
 from agentkit.boundary.context import CallContext
-from agentkit.boundary.errors import ErrorCode, classify_exception, failure
+from agentkit.boundary.errors import ErrorCode, classify_exception, failure, handler_failure
 from agentkit.boundary.redaction import safe_name, shape_output, type_name
 from agentkit.boundary.registry import RegisteredTool, ToolRegistry
 from agentkit.boundary.schema import check_arguments
@@ -66,57 +65,23 @@ async def ainvoke_tool(
 ) -> dict[str, Any]:
     """:func:`invoke_tool` for async hosts: the same pipeline and the same results.
 
-    A coroutine handler whose slot is free (or that has no limit) runs every stage right here
-    on the caller's loop, the handler under ``asyncio.timeout``: the checks before it take
-    microseconds, and a thread hop there and back would cost several times all of them.
-    Otherwise (a sync handler, or a slot to wait for) the pipeline runs on a worker thread, so
-    the loop is never blocked, and a coroutine handler is sent back to this loop. Both ways
-    share :func:`preflight`, the renderer and :func:`conclude`, so their results cannot drift.
+    The checks before the handler (microseconds) run here on the caller's loop; then
+    :func:`aexecute` runs the attempt: a coroutine handler on this loop under
+    ``asyncio.timeout`` (no thread hand-off), a sync handler on a worker thread (one hand-off
+    there and one back). Only the caller's own cancellation propagates.
     """
-    entry = registry.entry(name)
-    if entry is not None and is_coroutine_handler(entry.spec.handler):
-        slot = entry.slot
-        if slot is None or slot.acquire(blocking=False):
-            return await _ainvoke_here(registry, entry, name, arguments, context, call_id)
+    context = _context(context)
+    call_id = call_id or new_call_id()
     try:
-        return await run_on_worker(invoke_tool, registry, name, arguments, context, call_id=call_id)
-    except WorkerUnavailable:
-        log.warning("%s: busy, no worker thread could be started", safe_name(name))
-        return failure(ErrorCode.BUSY)
-
-
-async def _ainvoke_here(
-    registry: ToolRegistry,
-    entry: RegisteredTool,
-    name: Any,
-    arguments: Any,
-    context: CallContext | None,
-    call_id: str | None,
-) -> dict[str, Any]:
-    """Every stage on this loop, for a coroutine handler whose slot (if any) is already held."""
-    held = entry.slot
-    try:
-        context = _context(context)
-        call_id = call_id or new_call_id()
-        try:
-            _, checked, refusal = preflight(registry, name, arguments, context, call_id)
-            if refusal is not None:
-                return refusal
-            assert checked is not None
-            spec = entry.spec
-            attempt = Attempt(tool=spec.name, call_id=call_id)
-            held = None  # from here the attempt releases the slot when the handler ends
-            status = await run_on_this_loop(
-                spec.handler, checked, attempt=attempt, timeout=spec.timeout_seconds,
-                slot=entry.slot, finish=renderer(registry, spec, call_id),
-            )
-            return conclude(entry, attempt, status, call_id)
-        except Exception:  # a bug in the boundary itself must still not reach the model
-            log.exception("%s %s: the boundary failed", call_id, safe_name(name))
-            return failure(ErrorCode.TOOL_FAILURE)
-    finally:
-        if held is not None:
-            held.release()
+        entry, checked, refusal = preflight(registry, name, arguments, context, call_id)
+        if refusal is not None:
+            return refusal
+        assert entry is not None and checked is not None
+        result, _ = await aexecute(registry, entry, checked, call_id)
+        return result
+    except Exception:  # a bug in the boundary itself must still not reach the model
+        log.exception("%s %s: the boundary failed", call_id, safe_name(name))
+        return failure(ErrorCode.TOOL_FAILURE)
 
 
 #: The context of a call that names none (frozen, so one instance serves every call).
@@ -205,6 +170,85 @@ def execute(
     return conclude(entry, attempt, status, call_id), attempt
 
 
+async def aexecute(
+    registry: ToolRegistry, entry: RegisteredTool, checked: dict[str, Any], call_id: str
+) -> tuple[dict[str, Any], Attempt]:
+    """:func:`execute` for a caller on an event loop: the same result dict and the same
+    :class:`Attempt` (started, running, done callbacks, ``mark_landed``), under the same
+    concurrency slot as sync callers (see :func:`~agentkit.boundary.concurrency.arun_limited`).
+
+    A coroutine handler runs on this loop under ``asyncio.timeout`` with no thread hand-off,
+    and holds no thread while it awaits; a sync handler runs on a worker thread (two
+    hand-offs). A large value (:func:`renders_large`) is rendered on a worker, never on the
+    loop. Raises only ``CancelledError``, when the awaiting task itself is cancelled (the
+    attempt then ends as a sync caller that gave up would leave it).
+    """
+    spec = entry.spec
+    attempt = Attempt(spec.name, call_id)
+    if entry.coroutine and (entry.slot is None or entry.slot.acquire(blocking=False)):
+        # The common case in one step less: no slot to wait for, the handler runs right here.
+        status = await run_here(spec.handler, checked, attempt, spec.timeout_seconds, entry.slot,
+                                renderer(registry, spec, call_id), renders_large)
+        return conclude(entry, attempt, status, call_id), attempt
+    status = await arun_limited(
+        spec.handler,
+        checked,
+        attempt=attempt,
+        timeout=spec.timeout_seconds,
+        slot=entry.slot,
+        finish=renderer(registry, spec, call_id),
+        heavy=renders_large,
+    )
+    return conclude(entry, attempt, status, call_id), attempt
+
+
+#: Rendered text longer than this (an estimate, read before rendering) is redacted and cut on
+#: a worker thread rather than on an event loop: about a millisecond of work at most there.
+RENDER_ON_LOOP_MAX_CHARS = 65_536
+
+#: How many items of a dict/list value :func:`renders_large` looks at before it calls the
+#: value large without looking further (a value that big is rendered on a worker anyway).
+_ESTIMATE_ITEMS = 1_024
+
+
+def renders_large(value: Any) -> bool:
+    """Whether ``value``'s rendered text may exceed :data:`RENDER_ON_LOOP_MAX_CHARS`, decided
+    without rendering it: a str by its length, a number, bool or None never, a dict, list or
+    tuple by the lengths of what it holds (at most ``_ESTIMATE_ITEMS`` items looked at, else
+    large), and any other object (whose ``__str__`` may do anything) always."""
+    if isinstance(value, str):
+        return str.__len__(value) > RENDER_ON_LOOP_MAX_CHARS
+    if value is None or type(value) in (bool, float) or (type(value) is int and value.bit_length() < 64):
+        return False
+    size = 0
+    seen = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > _ESTIMATE_ITEMS:
+            return True
+        kind = type(item)
+        if kind is str:
+            size += len(item) + 2
+        elif kind is dict:
+            for key, inner in item.items():
+                if type(key) is not str:
+                    return True
+                size += len(key) + 4
+                stack.append(inner)
+        elif kind is list or kind is tuple:
+            size += 2
+            stack.extend(item)
+        elif item is None or kind is bool or kind is float or (kind is int and item.bit_length() < 64):
+            size += 24
+        else:
+            return True  # an object of its own (or a subclass): rendering may run its code
+        if size > RENDER_ON_LOOP_MAX_CHARS:
+            return True
+    return False
+
+
 def conclude(entry: RegisteredTool, attempt: Attempt, status: str, call_id: str) -> dict[str, Any]:
     """What the model sees of an attempt that ended (or was given up on): ``busy``,
     ``outcome_unknown``, the handler's error as a stable code, or its rendered value."""
@@ -223,13 +267,20 @@ def conclude(entry: RegisteredTool, attempt: Attempt, status: str, call_id: str)
     if attempt.error is not None:
         if not isinstance(attempt.error, Exception):
             raise attempt.error
+        if isinstance(attempt.error, HandlerCancelled):
+            log.warning(
+                "%s %s: the handler raised CancelledError (nobody cancelled the call), so it "
+                "returned no value; the outcome is unknown",
+                call_id, spec.name,
+            )
+            return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=spec.effect is Effect.READ)
         code = classify_exception(attempt.error)
         log.error(
             "%s %s: handler raised %s -> %s",
             call_id, spec.name, type(attempt.error).__name__, code.value,
             exc_info=attempt.error,
         )
-        return failure(code)
+        return handler_failure(attempt.error, code)
 
     shaped: dict[str, Any] = attempt.value  # rendered on the worker, inside the attempt
     return dict(shaped)

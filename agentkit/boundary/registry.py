@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentkit.boundary.authorization import Policy, check_policy
+from agentkit.boundary.concurrency import Slot, is_coroutine_handler
 from agentkit.boundary.redaction import Redactor
 from agentkit.boundary.schema import Validator, compile_validator, derive_parameters
 from agentkit.boundary.spec import Effect, ToolSpec
@@ -23,15 +24,17 @@ from agentkit.boundary.spec import Effect, ToolSpec
 FORMATS = ("anthropic", "mcp", "openai")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RegisteredTool:
     """A tool as the registry holds it, what :meth:`ToolRegistry.entry` returns: the spec (its
-    parameters filled in), the argument validator compiled from them, and the concurrency
-    slot (None: no limit). The boundary and the runner run every call from one of these."""
+    parameters filled in), the argument validator compiled from them, the concurrency slot
+    (None: no limit) and whether its handler is a coroutine function (decided once, here).
+    The boundary and the runner run every call from one of these."""
 
     spec: ToolSpec
     validator: Validator
-    slot: threading.Semaphore | None
+    slot: Slot | None
+    coroutine: bool = False
 
 
 class ToolRegistry:
@@ -61,11 +64,11 @@ class ToolRegistry:
         if spec.parameters is None:
             spec = dataclasses.replace(spec, parameters=derive_parameters(spec.handler))
         validator = compile_validator(spec.parameters)  # type: ignore[arg-type]
-        slot = threading.BoundedSemaphore(spec.max_concurrency) if spec.max_concurrency else None
+        slot = Slot(spec.max_concurrency) if spec.max_concurrency else None
         with self._lock:
             if spec.name in self._entries:
                 raise ValueError("duplicate_tool")
-            self._entries[spec.name] = RegisteredTool(spec, validator, slot)
+            self._entries[spec.name] = RegisteredTool(spec, validator, slot, is_coroutine_handler(spec.handler))
         return spec
 
     def add_policy(self, policy: Policy) -> None:

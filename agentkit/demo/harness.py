@@ -10,9 +10,26 @@ same fault injectors as the demo tools (a dropped connection, a hang after the w
 million-character output, …) behind a real :class:`~agentkit.ToolRunner`, and its real calls
 counted. The expectations are the rows of ``data/failure_matrix.csv`` for the tool's effect;
 a reversible write also gets one row the demo table does not need, ``disconnect_before_write``
-(an older payload is saved under the same id, then the request is lost before anything is
-written: the status lookup must say "not done", so the runner writes), which catches a status
-lookup that only checks that the id exists.
+(an older payload is saved under the same id or path, then the request is lost before anything
+is written: the status lookup must say "not done", so the runner writes), which catches a
+status lookup that only checks that the id exists.
+
+A write's key follows one of two designs (docs/design.md#key-designs), and the audit grades
+each by its own rule; :func:`key_design` says which one it detected, by computing the key of
+``arguments`` and of ``other_arguments`` (the same id or path, another payload):
+
+- **content-addressed** (the keys differ: the content is part of the key, as in the chapter's
+  ``task_id + path + content_hash`` and the runner's default key): another payload is another
+  intent, so ``same_key_other_payload`` expects it to *run* (``ok``, 2 handler calls);
+- **id-addressed** (the keys are equal: the key names the business object, as payment APIs
+  do): another payload under the same key is ``idempotency_conflict`` (1 handler call, the
+  first), and a legitimate edit must take a new key (a revision);
+- **unstable** (the same call gave two keys): neither design; the rows that send one intent
+  twice fail, and ``same_key_other_payload`` is graded by the id-addressed rule.
+
+Authorization: a caller granted nothing is refused by ``required_scopes``; a tool that needs
+no scope but is guarded by a registry policy (the demo's ``save_brief`` and its workspace) is
+audited with ``policies=`` and ``forbidden_arguments=`` (a call those policies refuse).
 
 Only the tool's *policy* is judged, not its limits: the timeout cells shorten
 ``timeout_seconds`` to 0.2 s and the read-retry cells use the matrix's ``max_attempts`` (3 and
@@ -23,10 +40,11 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentkit.boundary.authorization import Policy
 from agentkit.boundary.spec import Effect, ToolSpec
 from agentkit.demo import faults
 from agentkit.demo.matrix import CellResult, cell_result, load_matrix, play, scratch
@@ -35,7 +53,17 @@ from agentkit.demo.scenarios import Bench, Subject
 if TYPE_CHECKING:  # pandas is imported only when a frame is asked for
     import pandas
 
-__all__ = ["AUDIT_COLUMNS", "EXTRA_CELLS", "audit", "audit_records"]
+__all__ = [
+    "AUDIT_COLUMNS",
+    "CONTENT_ADDRESSED",
+    "DESIGNS",
+    "EXTRA_CELLS",
+    "ID_ADDRESSED",
+    "UNSTABLE",
+    "audit",
+    "audit_records",
+    "key_design",
+]
 
 log = logging.getLogger("agentkit")
 
@@ -44,6 +72,21 @@ AUDIT_COLUMNS = [
     "failure", "expected", "observed", "handler_calls", "expected_calls", "attempts",
     "budget_used", "pass", "why",
 ]
+
+
+CONTENT_ADDRESSED = "content-addressed"
+ID_ADDRESSED = "id-addressed"
+UNSTABLE = "unstable"
+#: What each key design means, in one sentence (the audit and the notebooks say it).
+DESIGNS = {
+    CONTENT_ADDRESSED: ("content-addressed: the content is in the key (task + path + its "
+                        "hash), so another payload is another intent and runs; the same "
+                        "payload replays; a conflict cannot arise"),
+    ID_ADDRESSED: ("id-addressed: the key names the object (an id), so another payload under "
+                   "it is idempotency_conflict; a legitimate edit takes a new key (a revision)"),
+    UNSTABLE: ("unstable: the same call gave two different keys (a clock, a counter or "
+               "randomness in the key), so the runner cannot recognise an intent"),
+}
 
 
 def disconnect_before_write(subject: Subject, workdir: Path) -> Bench:
@@ -71,6 +114,8 @@ def audit_records(
     reset: Callable[[], Any] | None = None,
     task_id: str = "audit",
     workdir: str | os.PathLike[str] | None = None,
+    policies: Sequence[Policy] = (),
+    forbidden_arguments: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`audit` without pandas: one dict per row, keys :data:`AUDIT_COLUMNS`."""
     if not isinstance(spec, ToolSpec):
@@ -78,16 +123,20 @@ def audit_records(
     if spec.effect.is_write and other_arguments is None:
         raise ValueError(
             "a write needs other_arguments: the same intent (the same idempotency key) with "
-            "another payload, for the same_key_other_payload row"
+            "another payload (the same id or path), for the same_key_other_payload row"
         )
-    subject = Subject.of(spec, arguments, other_arguments, task_id=task_id, reset=reset)
+    subject = Subject.of(spec, arguments, other_arguments, task_id=task_id, reset=reset,
+                         policies=policies, forbidden_arguments=forbidden_arguments)
     effect = spec.effect.value
     rows = [(r["failure"], r["expected"], r["handler_calls"]) for r in load_matrix()
             if r["effect"] == effect]
     extras = [(f, exp, calls) for (f, e), (exp, calls, _) in EXTRA_CELLS.items() if e == effect]
-    stable = _key_is_stable(subject)
+    design = _design(subject)
+    stable = design != UNSTABLE
     records = []
     for failure, expected, expected_calls in rows + extras:
+        if failure == "same_key_other_payload" and design == CONTENT_ADDRESSED:
+            expected, expected_calls = "ok", 2  # another content is another intent: it runs
         record: dict[str, Any] = {"failure": failure, "expected": expected,
                                   "expected_calls": expected_calls}
         try:
@@ -102,7 +151,8 @@ def audit_records(
         record["pass"] = (record["observed"] == expected
                           and record["handler_calls"] == expected_calls)
         if "why" not in record:
-            record["why"] = "" if record["pass"] else why(failure, spec, record, stable_key=stable)
+            record["why"] = "" if record["pass"] else why(failure, spec, record, stable_key=stable,
+                                                          design=design)
         records.append({column: record[column] for column in AUDIT_COLUMNS})
     return records
 
@@ -115,24 +165,47 @@ def audit(
     reset: Callable[[], Any] | None = None,
     task_id: str = "audit",
     workdir: str | os.PathLike[str] | None = None,
+    policies: Sequence[Policy] = (),
+    forbidden_arguments: Mapping[str, Any] | None = None,
 ) -> pandas.DataFrame:
     """Play every failure of the matrix for ``spec``'s effect on ``spec`` itself; one row each.
 
     ``arguments`` are what the model sends; ``other_arguments`` (writes only) name the same
-    intent with another payload (the same note id, another text). ``reset`` is called before
-    each cell to empty what the tool wrote in the cell before (recommended: the rows are
-    independent then). ``pass`` is True when what the model saw last and the handler's real
-    call count are both as the matrix expects; ``why`` says what went wrong when not.
+    object with another payload (the same note id or file path, another text). ``reset`` is
+    called before each cell to empty what the tool wrote in the cell before (recommended: the
+    rows are independent then). ``policies`` are registry policies the tool is called behind
+    (as in its own registry), and ``forbidden_arguments`` a call they refuse (a path outside
+    the workspace): the authorization row plays it when the tool requires no scope.
+    ``pass`` is True when what the model saw last and the handler's real call count are both
+    as the matrix expects for the tool's key design; ``why`` says what went wrong when not.
+    The frame's ``attrs["key_design"]`` names the design the audit detected (:func:`key_design`).
     Raises only for a ``spec`` that is not a ToolSpec or a write without ``other_arguments``.
     """
     import pandas as pd
 
     frame: pandas.DataFrame = pd.DataFrame.from_records(
         audit_records(spec, arguments, other_arguments, reset=reset, task_id=task_id,
-                      workdir=workdir),
+                      workdir=workdir, policies=policies, forbidden_arguments=forbidden_arguments),
         columns=AUDIT_COLUMNS,
     )
+    if spec.effect.is_write and other_arguments is not None:
+        frame.attrs["key_design"] = key_design(spec, arguments, other_arguments, task_id=task_id)
     return frame
+
+
+def key_design(
+    spec: ToolSpec,
+    arguments: Mapping[str, Any],
+    other_arguments: Mapping[str, Any],
+    *,
+    task_id: str = "audit",
+) -> str:
+    """Which key design ``spec`` follows: :data:`CONTENT_ADDRESSED`, :data:`ID_ADDRESSED` or
+    :data:`UNSTABLE` (see :data:`DESIGNS`). ``other_arguments`` name the same object (id or
+    path) with another payload: equal keys mean the key names the object; different keys mean
+    the payload is part of the key. A tool with no ``idempotency_key`` gets the runner's
+    default key (the arguments' hash): content-addressed."""
+    return _design(Subject.of(spec, arguments, other_arguments, task_id=task_id))
 
 
 def _play(failure: str, subject: Subject, workdir: str | os.PathLike[str] | None) -> CellResult:
@@ -147,19 +220,25 @@ def _play(failure: str, subject: Subject, workdir: str | os.PathLike[str] | None
             bench.close()
 
 
-def _key_is_stable(subject: Subject) -> bool:
-    """Does the tool's key give the same answer twice for the same call?"""
+def _design(subject: Subject) -> str:
     key = subject.spec.idempotency_key if subject.spec is not None else None
     if key is None:
-        return True
+        return CONTENT_ADDRESSED  # the runner's default key hashes every argument
+    context = subject.context
     try:
-        return bool(key(subject.context, dict(subject.arguments))
-                    == key(subject.context, dict(subject.arguments)))
-    except Exception:
-        return True
+        first = key(context, dict(subject.arguments))
+        if first != key(context, dict(subject.arguments)):
+            return UNSTABLE
+        if subject.other_arguments is None:
+            return ID_ADDRESSED
+        return ID_ADDRESSED if key(context, dict(subject.other_arguments)) == first else CONTENT_ADDRESSED
+    except Exception:  # a key that raises: its rows say so; graded by the stricter rule
+        log.exception("audit of %s: the idempotency key raised", subject.spec.name if subject.spec else "")
+        return ID_ADDRESSED
 
 
-def why(failure: str, spec: ToolSpec, record: Mapping[str, Any], *, stable_key: bool = True) -> str:
+def why(failure: str, spec: ToolSpec, record: Mapping[str, Any], *, stable_key: bool = True,
+        design: str = ID_ADDRESSED) -> str:
     """One sentence on a failed row: what the tool did, and what it lacks."""
     observed, calls = record["observed"], record["handler_calls"]
     expected, expected_calls = record["expected"], record["expected_calls"]
@@ -168,15 +247,16 @@ def why(failure: str, spec: ToolSpec, record: Mapping[str, Any], *, stable_key: 
         return ("no status lookup: after the doubt the runner cannot ask whether the write "
                 f"landed, so it will not write again and the model is left with {observed}")
     if failure == "authorization_denial" and observed.startswith("ok"):
-        return "required_scopes is empty: a caller granted nothing ran the tool"
+        return ("required_scopes is empty: a caller granted nothing ran the tool (a tool "
+                "guarded by a registry policy instead: pass policies= and forbidden_arguments=)")
     if (not stable_key and calls is not None and calls > expected_calls
             and failure in ("same_write_repeated", "same_key_other_payload", "process_killed_mid_write")):
         return (f"the write ran {calls} times: the key changed between two identical calls (a "
                 "clock, a counter or randomness in it), so the runner never recognised the intent")
-    if failure == "same_key_other_payload" and observed.startswith("ok") and calls == 2:
-        return ("the other payload got another key and ran as a new intent: the key must name "
-                "what is written (the id), not the payload; the runner's fingerprint catches "
-                "a changed payload under the same key")
+    if failure == "same_key_other_payload" and design == CONTENT_ADDRESSED:
+        return (f"the key is content-addressed (the payload is in it), so another payload is "
+                f"another intent and must run: 2 handler calls, ok; the model saw {observed} "
+                f"after {calls}")
     if failure == "same_key_other_payload" and observed == "ok+replayed":
         return ("the other payload was answered with the first payload's result: the runner "
                 "never saw that it changed")

@@ -20,10 +20,11 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentkit.boundary.authorization import Policy
 from agentkit.boundary.canonical import json_text
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.registry import ToolRegistry
@@ -256,6 +257,7 @@ class Bench:
         store: Any = None,
         budget: Budget | None = None,
         context: CallContext = LEARNER,
+        policies: Sequence[Policy] = (),
         **spec_changes: Any,
     ) -> None:
         self.effect = Effect(effect)
@@ -264,7 +266,7 @@ class Bench:
         base = spec if spec is not None else make_tool(self.effect, self.ledger)
         self.fault = fault(base.handler)
         self.spec = dataclasses.replace(base, handler=self.fault, **spec_changes)
-        self.registry = ToolRegistry([self.spec])
+        self.registry = ToolRegistry([self.spec], policies=list(policies))
         self.runner = ToolRunner(
             self.registry, store=store, budget=budget, context=context, sleep=no_wait
         )
@@ -303,8 +305,10 @@ class Subject:
     """What the scenarios play: a tool, what the model sends it, and who calls.
 
     ``spec`` None means the synthetic tool of ``effect``. ``other_arguments`` name the same
-    intent (the same idempotency key) with another payload. ``reset`` (optional) is called
-    before each bench, to empty whatever a real tool wrote in the cell before.
+    object (the same id or path) with another payload. ``reset`` (optional) is called
+    before each bench, to empty whatever a real tool wrote in the cell before. ``policies``
+    are the registry policies the tool runs behind; ``forbidden_arguments`` a call they refuse
+    (the authorization cell plays it when the tool requires no scope).
     """
 
     effect: Effect
@@ -314,6 +318,8 @@ class Subject:
     context: CallContext = LEARNER
     guest: CallContext = GUEST
     reset: Callable[[], Any] | None = None
+    policies: tuple[Policy, ...] = ()
+    forbidden_arguments: Mapping[str, Any] | None = None
 
     @classmethod
     def demo(cls, effect: Effect | str) -> Subject:
@@ -330,18 +336,22 @@ class Subject:
         *,
         task_id: str = "audit",
         reset: Callable[[], Any] | None = None,
+        policies: Sequence[Policy] = (),
+        forbidden_arguments: Mapping[str, Any] | None = None,
     ) -> Subject:
         """Any tool: called by a principal granted exactly the tool's scopes."""
         context = CallContext(task_id=task_id, principal="learner", scopes=spec.required_scopes)
         guest = CallContext(task_id=task_id, principal="guest")
         return cls(spec.effect, dict(arguments), None if other_arguments is None else dict(other_arguments),
-                   spec, context, guest, reset)
+                   spec, context, guest, reset, tuple(policies),
+                   None if forbidden_arguments is None else dict(forbidden_arguments))
 
     def bench(self, **options: Any) -> Bench:
         """A fresh bench for this subject; ``options`` go to :class:`Bench`."""
         if self.reset is not None:
             self.reset()
         options.setdefault("context", self.context)
+        options.setdefault("policies", self.policies)
         return Bench(self.effect, spec=self.spec, **options)
 
     def without_a_required_argument(self) -> dict[str, Any]:
@@ -377,7 +387,10 @@ def missing_argument(subject: Subject, workdir: Path) -> Bench:
 def transient_disconnect(subject: Subject, workdir: Path) -> Bench:
     """The connection drops. A read is simply asked again (3 attempts). For a write, the drop
     comes after the write landed: the reversible write asks the status lookup, finds it done
-    and returns the receipt instead of writing twice; the irreversible write is never retried."""
+    and returns the receipt instead of writing twice; the irreversible write is never retried,
+    and since the payment may have landed it is not called failed: its status lookup decides,
+    and without one (``send_payment`` has none) the answer is ``outcome_unknown``, not
+    retryable (docs/design.md#irreversible-writes)."""
     if subject.effect is READ:  # answers on call 3 of 3
         bench = subject.bench(fault=lambda fn: faults.fail_times(fn, 2), max_attempts=3)
     else:
@@ -387,7 +400,14 @@ def transient_disconnect(subject: Subject, workdir: Path) -> Bench:
 
 
 def authorization_denial(subject: Subject, workdir: Path) -> Bench:
-    """A caller without the tool's scope is refused before anything runs; no retry."""
+    """A caller without the tool's scope is refused before anything runs; no retry. A tool
+    that requires no scope but runs behind a registry policy (``save_brief`` and its
+    workspace) is asked for what that policy refuses (``forbidden_arguments``) instead."""
+    spec = subject.spec
+    if spec is not None and not spec.required_scopes and subject.forbidden_arguments is not None:
+        bench = subject.bench()
+        bench.ask(subject.forbidden_arguments)
+        return bench
     bench = subject.bench(context=subject.guest)
     bench.ask(subject.arguments)
     return bench

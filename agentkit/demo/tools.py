@@ -36,6 +36,7 @@ from typing import Any
 
 from agentkit.boundary.authorization import Policy
 from agentkit.boundary.context import CallContext
+from agentkit.boundary.errors import InvalidInput
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.boundary.schema import derive_parameters
 from agentkit.boundary.spec import Effect, ToolSpec
@@ -46,12 +47,20 @@ OUTBOX = "outbox.jsonl"
 Wrap = Callable[[str, Callable[..., Any]], Callable[..., Any]]
 
 
-class UnknownDocument(LookupError):
-    """``get_document`` was asked for an id the corpus does not hold.
+#: What the model is told when it asks ``get_document`` for an id the corpus does not hold.
+UNKNOWN_DOCUMENT = "no note has this id: call search_local_sources and pass an id it returned"
 
-    Through the boundary this is a ``tool_failure`` with ``retryable: false``: asking again
-    with the same id cannot help; the model should search for a valid id instead.
+
+class UnknownDocument(InvalidInput, LookupError):
+    """``get_document`` was asked for an id the corpus does not hold: the model's input was
+    wrong, not the tool. Through the boundary this is ``invalid_arguments`` (not retryable:
+    asking again with the same id cannot help) with :data:`UNKNOWN_DOCUMENT` as ``detail``,
+    which tells the model to search for a valid id instead of guessing.
     """
+
+    def __init__(self, doc_id: str) -> None:
+        super().__init__(UNKNOWN_DOCUMENT)
+        self.doc_id = doc_id  # for the log and the operator; never in the model's detail
 
 
 def sha256_text(text: str) -> str:
@@ -170,6 +179,8 @@ def outbox_lines(workspace: str | Path) -> int:
 def brief_key(context: CallContext, arguments: dict[str, Any]) -> str:
     """The chapter's key for ``save_brief``: the intent is "this task saves this content at
     this path", so the content enters by its hash and a retry computes the same key again.
+    It is *content-addressed* (docs/design.md#key-designs): other content at the same path is
+    another intent and runs; the same content replays; no conflict can arise.
     The task is the runner's :class:`CallContext`, never an argument: the model must not
     choose the namespace of its own keys."""
     return f"{context.task_id}:{arguments['path']}:{sha256_text(arguments['content'])}"
@@ -192,7 +203,7 @@ class DemoTools:
         return self.corpus.search(query, limit)
 
     def get_document(self, doc_id: str) -> dict[str, str]:
-        """The whole note; an unknown id raises :class:`UnknownDocument` (``tool_failure``)."""
+        """The whole note; an unknown id raises :class:`UnknownDocument` (``invalid_arguments``)."""
         try:
             return self.corpus.get(doc_id)
         except KeyError:
@@ -247,7 +258,7 @@ DESCRIPTIONS = {
     "get_document": (
         "Read one note of the local library in full, by the `id` that search_local_sources "
         "returned. Use it before answering, to quote and cite the note. An id that does not "
-        "exist fails with tool_failure: search again rather than guessing ids."
+        "exist fails with invalid_arguments: search again rather than guessing ids."
     ),
     "save_brief": (
         "Save a short Markdown brief to a file in the task's workspace, replacing any file "

@@ -8,6 +8,8 @@
 - :mod:`~agentkit.faces.exercises`: the exercises with ``check()``, ``hint()`` and
   ``solution()``;
 - :mod:`~agentkit.faces.cli`: ``python -m agentkit``;
+- :mod:`~agentkit.faces.otel`: OpenTelemetry spans for every tool call (``instrument(runner)``,
+  optional extra ``otel``; import the module itself).
 - the framework faces (``docs/design.md#framework-faces``), each imported by name and each
   needing its framework: :mod:`~agentkit.faces.openai_agents`,
   :mod:`~agentkit.faces.pydantic_ai`, :mod:`~agentkit.faces.langgraph`; notebook 08 runs

@@ -42,7 +42,7 @@ from agentkit.demo import matrix
 from agentkit.demo.agent import Step, Transcript, take_turn
 from agentkit.demo.fake_model import FinalAnswer
 
-__all__ = ["AgentStepper", "ApprovalPanel", "FailureExplorer"]
+__all__ = ["AgentStepper", "ApprovalPanel", "FailureExplorer", "result_text"]
 
 log = logging.getLogger("agentkit")
 
@@ -67,12 +67,29 @@ def _pre(text: str) -> str:
 
 
 def _message(text: str, kind: str = "info") -> str:
-    """One status line; ``kind`` is ``info``, ``ok`` or ``error`` (a CSS class and a colour)."""
-    colour = {"ok": "#1a7f37", "error": "#b42318"}.get(kind, "inherit")
+    """One status line; ``kind`` is ``info``, ``ok``, ``denied`` or ``error`` (a CSS class and
+    a colour: a denial is a person's decision carried out, neither a success nor a failure)."""
+    colour = {"ok": "#1a7f37", "error": "#b42318", "denied": "#9a6700"}.get(kind, "inherit")
     return (
         f'<div class="agentkit-message agentkit-message-{kind}" style="color: {colour}">'
         f"{html.escape(text)}</div>"
     )
+
+
+def result_text(result: Any) -> str:
+    """A result dict as indented JSON for a person to read. ``data`` is the text the model
+    reads; when that text is itself JSON (a dict or list rendered by the boundary), it is shown
+    parsed and indented, with a note saying so, instead of as one escaped string."""
+    if isinstance(result, dict) and isinstance(result.get("data"), str):
+        try:
+            parsed = json.loads(result["data"])
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, (dict, list)):
+            shown = {key: (parsed if key == "data" else value) for key, value in result.items()}
+            return (json_text(shown, indent=2)
+                    + '\n("data" reaches the model as one JSON string; shown parsed here)')
+    return json_text(result, indent=2)
 
 
 def _safe(what: str) -> Callable[[F], F]:
@@ -256,7 +273,7 @@ class FailureExplorer(_Panel):
             lines.append(f"why: {row['note']}")
         return (
             "<div><b>What the model sees</b></div>"
-            + _pre(json_text(result, indent=2))
+            + _pre(result_text(result))
             + "<div><b>What really happened</b></div>"
             + _pre("\n".join(lines))
             + "<div><b>Step by step</b></div>"
@@ -272,7 +289,9 @@ class ApprovalPanel(_Panel):
 
     Approve runs exactly the call that asked for approval, once (``runner.approve``); Deny
     settles it as ``forbidden`` (``runner.deny``). The list refreshes after each decision;
-    Refresh picks up approvals asked for since.
+    Refresh picks up approvals asked for since. After a decision, **Ask again** sends the same
+    call once more, as the model would (``runner.call``), and shows what comes back: the kept
+    result with ``replayed: true`` and the handler call count unchanged.
     """
 
     def __init__(self, runner: Any) -> None:
@@ -282,12 +301,20 @@ class ApprovalPanel(_Panel):
         self.list_box.add_class("agentkit-approval-list")
         self.status_html = widgets.HTML()
         self.status_html.add_class("agentkit-approval-status")
+        self.again_button = widgets.Button(
+            description="Ask again", disabled=True,
+            tooltip="Send the decided call once more, as the model would: it is replayed")
+        self.again_html = widgets.HTML()
+        self.again_html.add_class("agentkit-approval-again")
         self.last_result: dict[str, Any] | None = None
+        self.last_call: tuple[str, dict[str, Any]] | None = None  # (tool, arguments) decided last
         self.history: list[tuple[str, str, dict[str, Any]]] = []
         self.pending: list[dict[str, Any]] = []
-        super().__init__([self.refresh_button, self.list_box, self.status_html])
+        super().__init__([self.refresh_button, self.list_box, self.status_html,
+                          self.again_button, self.again_html])
         self.add_class("agentkit-approval-panel")
         self.refresh_button.on_click(lambda _button: self.refresh())
+        self.again_button.on_click(lambda _button: self.ask_again())
         self.refresh()
 
     def __repr__(self) -> str:
@@ -315,20 +342,45 @@ class ApprovalPanel(_Panel):
         """What Deny does: settle the approval as ``forbidden``; nothing runs."""
         return self._decide("denied", approval_id, self.runner.deny)
 
+    @_safe("ask again")
+    def ask_again(self) -> dict[str, Any] | None:
+        """What Ask again does: the decided call sent once more through ``runner.call``, as
+        the model would send it; returns what the model sees (or None before any decision)."""
+        if self.last_call is None:
+            self.again_html.value = _message("Approve or deny a call first.")
+            return None
+        tool, arguments = self.last_call
+        result: dict[str, Any] = self.runner.call(tool, dict(arguments))
+        outcome = "ok" if result.get("ok") else str(result.get("error"))
+        if result.get("replayed"):
+            outcome += ", replayed: the kept result; nothing ran"
+        calls = self.runner.trace.call_counts().get(tool, 0)
+        self.again_html.value = (
+            _message(f"asked again: {outcome}")
+            + _pre(f"handler calls: {calls}\n{result_text(result)}"))
+        self.refresh()
+        return result
+
     # ---- helpers
 
     def _decide(self, decision: str, approval_id: str, act: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
         tool = self._tool_of(approval_id)
+        arguments = next((record.get("arguments") for record in self.pending
+                          if record.get("approval_id") == approval_id), None)
         try:
             result = act(approval_id)
         finally:
             self.refresh()
+        if tool and isinstance(arguments, dict):
+            self.last_call = (tool, dict(arguments))
+            self.again_button.disabled = False
+            self.again_html.value = ""
         self.last_result = result
         self.history.append((decision, approval_id, result))
         outcome = "ok" if result.get("ok") else str(result.get("error"))
         calls = self.runner.trace.call_counts().get(tool, 0) if tool else 0
-        lines = [f"{decision} {approval_id}: {outcome}", f"handler calls: {calls}", json_text(result, indent=2)]
-        kind = "ok" if result.get("ok") or decision == "denied" else "error"
+        lines = [f"{decision} {approval_id}: {outcome}", f"handler calls: {calls}", result_text(result)]
+        kind = "denied" if decision == "denied" else ("ok" if result.get("ok") else "error")
         self.status_html.value = _message(lines[0], kind) + _pre("\n".join(lines[1:]))
         return result
 
@@ -345,8 +397,9 @@ class ApprovalPanel(_Panel):
         text = widgets.HTML(
             f"<code>{html.escape(str(record.get('tool', '')))}</code> "
             f"<code>{html.escape(json_text(record.get('arguments'), compact=True))}</code> "
-            f"<small>{html.escape(approval_id)}</small>"
+            f'<small style="white-space: nowrap">{html.escape(approval_id)}</small>'
         )
+        text.layout = widgets.Layout(flex="1 1 auto", min_width="0")
         approve = widgets.Button(description="Approve", button_style="success",
                                  tooltip=f"Run this exact call once ({approval_id})")
         deny = widgets.Button(description="Deny", button_style="danger",

@@ -1,8 +1,12 @@
 """The policy layer: what the side-effect level of a tool allows, above one attempt.
 
-- :mod:`~agentkit.policy.runner`: ``ToolRunner``, the policy of each effect (bounded retries
-  for reads; idempotency key and status lookup for reversible writes; approval and no retry
-  for irreversible writes);
+- :mod:`~agentkit.policy.runner`: ``ToolRunner``, the public face of the policy;
+- :mod:`~agentkit.policy.steps`: the policy of each effect, written once as steps that ask for
+  effects (bounded retries for reads; idempotency key and status lookup for reversible
+  writes; approval, one run and the status lookup for irreversible writes; run-once per key);
+- :mod:`~agentkit.policy.effects`: what the steps may ask for; :mod:`~agentkit.policy.drivers`:
+  the sync and the async driver that perform it (``docs/design.md#drivers``);
+- :mod:`~agentkit.policy.events`: what a call tells its observers (``docs/design.md#events``);
 - :mod:`~agentkit.policy.approvals`: the approval state machine of irreversible writes;
 - :mod:`~agentkit.policy.budget`: the task's budget, spent by every attempt and lookup;
 - :mod:`~agentkit.policy.backoff`: jittered waits between attempts, and the testing switch;

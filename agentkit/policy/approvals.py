@@ -16,10 +16,11 @@ States::
 
 Every move is a compare-and-swap on the record's state in the store, so two approvers (or an
 approver and a denier) racing on one id cannot both win; opening is one atomic
-insert-if-absent (``store.create_approval``). This module is the state machine only: what
-runs, and how its result is counted and traced, is the runner's business
-(:meth:`agentkit.policy.runner.ToolRunner.approve`). Store methods may raise
-``StoreError``; the runner turns that into ``busy``.
+insert-if-absent (``store.create_approval``). This module is the state machine only, written
+as policy steps that ask for their store steps (:mod:`agentkit.policy.effects`): what runs,
+and how its result is counted and traced, is the policy's business
+(:mod:`agentkit.policy.steps`). Store steps may raise ``StoreError``; the policy turns that
+into ``busy``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from typing import Any
 
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, failure
+from agentkit.policy.drivers import run_store_steps
+from agentkit.policy.effects import Steps, StoreStep
 
 PENDING, RUNNING, SETTLED, EXPIRED = "pending", "running", "settled", "expired"
 
@@ -69,7 +72,11 @@ def approval_id_for(key: str, generation: int = 1) -> str:
 
 
 class Approvals:
-    """The approval records of one store, with their time-to-live and their state machine."""
+    """The approval records of one store, with their time-to-live and their state machine.
+
+    Each method but :meth:`get` is a generator of policy steps (:mod:`agentkit.policy.effects`):
+    it asks for its store steps and a driver performs them, so the sync and the async runner
+    share this one state machine. :meth:`get` is a plain read for panels and people."""
 
     def __init__(self, store: Any, ttl_seconds: float, clock: Callable[[], float] = time.time):
         if not ttl_seconds > 0:
@@ -82,7 +89,7 @@ class Approvals:
 
     def open(
         self, key: str, fingerprint: str, tool: str, arguments: dict[str, Any], context: CallContext
-    ) -> dict[str, Any]:
+    ) -> Steps[dict[str, Any]]:
         """The live record for this intent: the existing one, or a new ``pending`` one.
 
         One atomic insert-if-absent per id, so two processes asking at once share one
@@ -93,7 +100,7 @@ class Approvals:
         generation = 1
         while True:
             approval_id = approval_id_for(key, generation)
-            record = self.store.create_approval(approval_id, {
+            record = yield StoreStep("create_approval", (approval_id, {
                 "approval_id": approval_id,
                 "key": key,
                 "fingerprint": fingerprint,
@@ -104,28 +111,36 @@ class Approvals:
                 "state": PENDING,
                 "expires_at": self.clock() + self.ttl_seconds,
                 "result": None,
-            })
-            record = self._expire_if_due(record)
+            }))
+            record = yield from self._expire_if_due(record)
             if record["state"] != EXPIRED:
                 return record
             generation += 1
 
-    def get(self, approval_id: Any) -> dict[str, Any] | None:
+    def read(self, approval_id: Any) -> Steps[dict[str, Any] | None]:
         """The record, with a pending one past its time marked ``expired`` on the way."""
         if not isinstance(approval_id, str):
             return None
-        record = self.store.get_approval(str.__str__(approval_id))  # exact copy of model input
-        return None if record is None else self._expire_if_due(record)
+        record = yield StoreStep("get_approval", (str.__str__(approval_id),))  # exact copy
+        return None if record is None else (yield from self._expire_if_due(record))
 
-    def pending(self) -> list[dict[str, Any]]:
+    def get(self, approval_id: Any) -> dict[str, Any] | None:
+        """:meth:`read`, performed at once (a panel showing a record; raises ``StoreError``)."""
+        return run_store_steps(self.store, self.read(approval_id))
+
+    def pending(self) -> Steps[list[dict[str, Any]]]:
         """Every approval in the store that still waits for a decision, oldest first, opened
         by this process or any other."""
-        records = (self._expire_if_due(r) for r in self.store.list_approvals(PENDING))
-        return [r for r in records if r["state"] == PENDING]
+        found = []
+        for record in (yield StoreStep("list_approvals", (PENDING,))):
+            record = yield from self._expire_if_due(record)
+            if record["state"] == PENDING:
+                found.append(record)
+        return found
 
     # ---------------------------------------------------------------- deciding
 
-    def begin(self, approval_id: Any, prepare: Prepare) -> Step:
+    def begin(self, approval_id: Any, prepare: Prepare) -> Steps[Step]:
         """A person approved: decide whether the call runs now.
 
         Only the approver that moves the record from ``pending`` to ``running`` gets RUN;
@@ -133,7 +148,7 @@ class Approvals:
         lease (its approver died) is RUN again by whoever asks: the caller runs it through the
         idempotency store, whose claim and status lookup make sure it never simply runs twice.
         """
-        record = self.get(approval_id)
+        record = yield from self.read(approval_id)
         while True:
             if record is None or record["state"] == EXPIRED:
                 return Step(ANSWER, record, failure(ErrorCode.FORBIDDEN))
@@ -141,39 +156,40 @@ class Approvals:
                 return Step(REPLAY, record, settled_result(record))
             refusal, lease = prepare(record)
             if refusal is not None:
-                if record["state"] == PENDING and not self.move(record, SETTLED, refusal):
-                    record = self.get(approval_id)  # moved by someone else meanwhile
+                if record["state"] == PENDING and not (yield from self.move(record, SETTLED, refusal)):
+                    record = yield from self.read(approval_id)  # moved by someone else meanwhile
                     continue
                 return Step(REFUSED, record, refusal)
             if record["state"] == PENDING:
                 running = {**record, "state": RUNNING, "running_until": self.clock() + lease}
-                if self._swap(record, running):
+                if (yield from self._swap(record, running)):
                     return Step(RUN, running)
-                record = self.get(approval_id)  # somebody else moved it first
+                record = yield from self.read(approval_id)  # somebody else moved it first
                 continue
             if self.clock() < record.get("running_until", 0):
                 return Step(ANSWER, record, failure(ErrorCode.IN_PROGRESS))
             return Step(RUN, record)  # running past its lease: recover through the store
 
-    def finish(self, record: dict[str, Any], result: dict[str, Any], *, ran: bool) -> None:
+    def finish(self, record: dict[str, Any], result: dict[str, Any], *, ran: bool) -> Steps[bool]:
         """Record what the approved run did. A run refused before anything ran (no budget, no
         slot) leaves the approval ``pending``, not used up; another approver's live run
-        (``in_progress``) settles it itself; anything else settles it with ``result``."""
+        (``in_progress``) settles it itself; anything else settles it with ``result``.
+        Returns whether this settled the approval."""
         code = result.get("error")
         if code == ErrorCode.IN_PROGRESS.value:
-            return
+            return False
         if not ran and code in (ErrorCode.BUDGET_EXHAUSTED.value, ErrorCode.BUSY.value):
-            self.move(record, PENDING)
-            return
-        self.move(record, SETTLED, result)
+            yield from self.move(record, PENDING)
+            return False
+        return (yield from self.move(record, SETTLED, result))
 
-    def deny(self, approval_id: Any, result: dict[str, Any]) -> Step:
+    def deny(self, approval_id: Any, result: dict[str, Any]) -> Steps[Step]:
         """A person refused: settle a pending approval with ``result`` (``forbidden``)."""
-        record = self.get(approval_id)
+        record = yield from self.read(approval_id)
         while record is not None and record["state"] == PENDING:
-            if self.move(record, SETTLED, result):
+            if (yield from self.move(record, SETTLED, result)):
                 return Step(DENIED, {**record, "state": SETTLED, "result": result}, result)
-            record = self.get(approval_id)
+            record = yield from self.read(approval_id)
         if record is not None and record["state"] == SETTLED:
             return Step(REPLAY, record, settled_result(record))
         if record is not None and record["state"] == RUNNING:
@@ -182,20 +198,21 @@ class Approvals:
 
     # ---------------------------------------------------------------- moves
 
-    def move(self, record: dict[str, Any], state: str, result: dict[str, Any] | None = None) -> bool:
+    def move(self, record: dict[str, Any], state: str, result: dict[str, Any] | None = None) -> Steps[bool]:
         """Compare-and-swap the record from its current state to ``state``."""
         new = {**record, "state": state}
         if result is not None:
             new["result"] = result
-        return self._swap(record, new)
+        return (yield from self._swap(record, new))
 
-    def _swap(self, record: dict[str, Any], new: dict[str, Any]) -> bool:
-        return bool(self.store.update_approval(record["approval_id"], record["state"], new))
+    def _swap(self, record: dict[str, Any], new: dict[str, Any]) -> Steps[bool]:
+        swapped = yield StoreStep("update_approval", (record["approval_id"], record["state"], new))
+        return bool(swapped)
 
-    def _expire_if_due(self, record: dict[str, Any]) -> dict[str, Any]:
+    def _expire_if_due(self, record: dict[str, Any]) -> Steps[dict[str, Any]]:
         if record["state"] == PENDING and self.clock() >= record["expires_at"]:
-            self._swap(record, {**record, "state": EXPIRED})
-            fresh: dict[str, Any] | None = self.store.get_approval(record["approval_id"])
+            yield from self._swap(record, {**record, "state": EXPIRED})
+            fresh: dict[str, Any] | None = yield StoreStep("get_approval", (record["approval_id"],))
             return fresh if fresh is not None else {**record, "state": EXPIRED}
         return record
 

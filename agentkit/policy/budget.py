@@ -43,7 +43,8 @@ class Budget:
 
     def spend(self, effect: Effect | str = Effect.READ) -> bool:
         """Take one unit for ``effect``; False (nothing taken) when a cap is reached."""
-        effect = Effect(effect)
+        if effect.__class__ is not Effect:  # the runner passes the member: no enum lookup
+            effect = Effect(effect)
         with self._lock:
             if self.max_attempts is not None and self._used >= self.max_attempts:
                 return False
@@ -57,7 +58,8 @@ class Budget:
     def can_spend(self, effect: Effect | str = Effect.READ) -> bool:
         """Whether a unit for ``effect`` is left now (nothing is taken): the runner asks before
         opening an approval, so that no person is asked for a call that could not run."""
-        effect = Effect(effect)
+        if effect.__class__ is not Effect:
+            effect = Effect(effect)
         with self._lock:
             if self.max_attempts is not None and self._used >= self.max_attempts:
                 return False
@@ -66,7 +68,8 @@ class Budget:
 
     def refund(self, effect: Effect | str = Effect.READ) -> None:
         """Give back a unit taken for work that did not run (a ``busy`` attempt)."""
-        effect = Effect(effect)
+        if effect.__class__ is not Effect:
+            effect = Effect(effect)
         with self._lock:
             self._used -= 1
             self._used_by[effect] -= 1

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentkit.boundary.concurrency import Attempt, DoneFlag
+from agentkit.policy.events import CallEvent
 
 if TYPE_CHECKING:  # pandas is imported only when a frame is asked for
     import pandas
@@ -42,10 +43,12 @@ class AttemptTimes:
 
     def __init__(self, attempt: Attempt) -> None:
         self.started_at = attempt.started_at
-        self.finished_at: float | None = None
+        self.finished_at: float | None = attempt.finished_at
         self.landed_at: float | None = attempt.landed_at
-        self._done: DoneFlag | None = attempt.done  # until it has returned
-        attempt.add_done_callback(lambda: self._copy(attempt))
+        self._done: DoneFlag | None = None
+        if not attempt.done.is_set():  # a late attempt: copy its times when it returns
+            self._done = attempt.done
+            attempt.add_done_callback(lambda: self._copy(attempt))
 
     def _copy(self, attempt: Attempt) -> None:
         self.started_at = attempt.started_at
@@ -57,6 +60,10 @@ class AttemptTimes:
     def done(self) -> DoneFlag:
         """Set once the attempt has really returned (for tests that wait for a late one)."""
         return self._done if self._done is not None else _SET
+
+#: The record's ``step`` for each event that is one step on its own.
+_STEPS = {"replay": "replay", "refused": "refused", "approval_asked": "approval",
+          "approval_settled": "approval"}
 
 COLUMNS = ["call_id", "tool", "effect", "step", "attempt", "outcome", "handler_ran", "replayed"]
 
@@ -97,6 +104,19 @@ class TraceRecord:
         return handle.landed_at if handle.landed_at is not None else handle.finished_at
 
 
+def _record(event: CallEvent, step: str, handler_ran: bool, replayed: bool, started_at: float,
+            handle: AttemptTimes | None) -> TraceRecord:
+    """A :class:`TraceRecord` of one event, made without the frozen dataclass's per-field
+    ``object.__setattr__`` (one is made for every attempt of every call)."""
+    record = object.__new__(TraceRecord)
+    record.__dict__.update(
+        call_id=event.call_id, tool=event.tool, effect=event.effect, step=step,
+        attempt=event.number, outcome=event.outcome, handler_ran=handler_ran, replayed=replayed,
+        started_at=started_at, ended_at=event.at, _handle=handle,
+    )
+    return record
+
+
 class Trace:
     """Thread-safe, bounded list of :class:`TraceRecord`; times are ``time.monotonic()``
     values. Keeps the last ``max_records`` records (None: all of them, for a short demo)."""
@@ -109,6 +129,38 @@ class Trace:
         self._runs: Counter[str] = Counter()
         self._added = 0
         self._lock = threading.Lock()
+        # call_id -> [call started, step started, anything recorded]: calls in progress
+        self._open: dict[str, list[Any]] = {}
+
+    def observe(self, event: CallEvent) -> None:
+        """The trace as an observer of a runner's events (docs/design.md#events): one record
+        per attempt, status lookup, replay, refusal and approval step, as the tables show."""
+        kind = event.kind
+        if kind == "call_started":
+            self._open[event.call_id] = [event.at, event.at, False]
+            return
+        if kind == "call_ended":
+            self._open.pop(event.call_id, None)
+            return
+        state = self._open.get(event.call_id)
+        if state is None:  # a call this trace did not see start
+            state = self._open[event.call_id] = [event.at, event.at, False]
+        if kind == "attempt_started" or kind == "lookup_started":
+            state[1] = event.at
+            return
+        if kind == "attempt_ended":
+            attempt = event.attempt
+            record = _record(event, "attempt", event.handler_ran, False, state[1],
+                             None if attempt is None else AttemptTimes(attempt))
+        elif kind == "lookup_ended":
+            record = _record(event, "status_lookup", False, False, state[1], None)
+        elif kind in _STEPS and (kind != "approval_settled" or not state[2]):
+            # approval_settled after the approved run is that run's end, recorded already
+            record = _record(event, _STEPS[kind], False, kind == "replay", state[0], None)
+        else:
+            return
+        state[2] = True
+        self.add(record)
 
     def add(self, record: TraceRecord) -> None:
         with self._lock:

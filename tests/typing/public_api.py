@@ -26,6 +26,7 @@ from agentkit import (
     Effect,
     ErrorCode,
     IdempotencyStore,
+    InvalidInput,
     PostgresIdempotencyStore,
     SQLiteIdempotencyStore,
     ToolRegistry,
@@ -87,14 +88,29 @@ async def use_the_async_api(
     assert_type(await runner.adeny("no-such-approval"), dict[str, Any])
 
 
+def read_note(note_id: str) -> str:
+    """A read whose handler says "your input was wrong" for an id it does not hold."""
+    if note_id != "n-1":
+        raise InvalidInput("no note has this id: search first")
+    return "the note"
+
+
 def shared_runner(registry: ToolRegistry, dsn: str) -> ToolRunner:
     """A runner whose store workers on several hosts share (optional extra ``postgres``).
 
     Type-checked, not run by :func:`use_the_api`: it needs psycopg and, on first use, a server.
     """
-    store = PostgresIdempotencyStore(dsn, claim_ttl_seconds=60)
+    store = PostgresIdempotencyStore(dsn, claim_ttl_seconds=60, busy_timeout_seconds=2.0)
     assert_type(store.run_once("k1", lambda: {"ok": True}), dict[str, Any])
+    assert_type(store.address, str)  # the DSN without its password; the DSN itself is private
     return ToolRunner(registry, store=store)
+
+
+async def shared_store_on_a_loop(store: PostgresIdempotencyStore) -> None:
+    """The PostgreSQL store's async twins (type-checked, not run: they need a server)."""
+    assert_type(await store.alist_approvals("pending"), list[dict[str, Any]])
+    assert_type(await store.aget_approval("a1"), dict[str, Any] | None)
+    await store.aclose()
 
 
 def use_the_api() -> None:
@@ -111,6 +127,12 @@ def use_the_api() -> None:
         assert refused["error"] == ErrorCode.UNKNOWN_TOOL
         code: ErrorCode = ErrorCode(refused["error"])
         assert_type(code.value, str)
+
+        notes = ToolRegistry([ToolSpec("read_note", "Read a note.", Effect.READ, 1.0, 2, 500, read_note)])
+        wrong = invoke_tool(notes, "read_note", {"note_id": "n-2"})
+        assert wrong["error"] == ErrorCode.INVALID_ARGUMENTS and isinstance(wrong["detail"], str)
+        error: InvalidInput = InvalidInput("a message")
+        assert_type(error.detail, str)
 
         budget = Budget(max_attempts=10)
         runner = ToolRunner(registry, budget=budget, context=context, sleep=lambda _s: None)

@@ -14,11 +14,12 @@ from typing import Any
 
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.spec import Effect, ToolSpec
-from agentkit.demo.harness import audit_records
+from agentkit.demo.harness import DESIGNS, audit_records, key_design
 from agentkit.faces.exercises.framework import (
     EFFECT_CHOICES,
     Exercise,
     NotAttempted,
+    Right,
     describe_exception,
 )
 
@@ -72,15 +73,19 @@ class OwnToolExercise(Exercise):
     number = 6
     title = "your own write tool through the failure matrix"
     hint_text = (
-        "A reminder can be overwritten or set back: reversible_write. The key names the "
-        "intent, which reminder this task sets: task id + reminder_id, not the text (a "
-        "changed text under the same key is what idempotency_conflict is for). The lookup "
-        "returns set_reminder's receipt only when reminders holds exactly this `when` and "
-        "`text` under reminder_id, else None."
+        "A reminder can be overwritten or set back: reversible_write. A reminder is a record "
+        "edited under a stable id, so the id-addressed key fits: task id + reminder_id, not "
+        "the text (a changed text under the same key is then idempotency_conflict, and an edit "
+        "would take a new revision key). A content-addressed key (task id + reminder_id + a "
+        "hash of `when` and `text`) is also correct: another text is then another intent and "
+        "runs. Either way, the lookup returns set_reminder's receipt only when reminders "
+        "holds exactly this `when` and `text` under reminder_id, else None."
     )
     solution_code = '''\
 def reminder_key(context, arguments):
-    """This task sets this reminder: the id names the intent, the text does not."""
+    """Id-addressed: this task sets this reminder; the id names the intent, the text does
+    not (another text under the same id is idempotency_conflict). A content-addressed key,
+    f"...:{arguments['reminder_id']}:{sha256 of when and text}", passes too."""
     return f"{context.task_id}:set_reminder:{arguments['reminder_id']}"
 
 def reminder_status(reminders, reminder_id, when, text):
@@ -102,7 +107,7 @@ reminder = {
     correct_text = (
         "every row of the audit passes: a dropped reply, a hang and a killed process each "
         "found the reminder set (1 handler call), a lost request was sent again (2), the same "
-        "call replayed, a changed text under the same key was refused."
+        "call replayed, and a changed text was graded by your key's own design."
     )
 
     def _problem(self, answer: Any) -> str | None:
@@ -138,10 +143,12 @@ reminder = {
         reminders: dict[str, dict[str, str]] = {}
         spec = reminder_tool(reminders, level, key, lookup)
         rows = audit_records(spec, REMINDER, REMINDER_CHANGED, reset=reminders.clear)
+        design = key_design(spec, REMINDER, REMINDER_CHANGED)
         failed = [row for row in rows if not row["pass"]]
         if not failed:
-            return None
-        lines = [f"{len(failed)} of {len(rows)} rows of the audit fail:"]
+            return Right(f"{self.correct_text} Your key is {DESIGNS[design]}.")
+        heading = f"{len(failed)} of {len(rows)} rows of the audit fail (your key is {DESIGNS[design]}):"
+        lines = [heading]
         lines += [f"  - {row['failure']}: the model saw {row['observed']} after "
                   f"{row['handler_calls']} handler call(s); {row['why']}." for row in failed]
         return "\n".join(lines)

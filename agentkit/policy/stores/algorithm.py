@@ -54,6 +54,7 @@ Time
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import os
@@ -107,11 +108,24 @@ def is_live(token: str) -> bool:
         return token in _live_tokens
 
 
+# A claim's token: a random prefix per process and a counter. Unique across processes and
+# hosts like ``os.urandom(16)`` per claim, without a system call per claim.
+_token_prefix = os.urandom(12).hex()
+_token_numbers = itertools.count()
+
+
+def new_token() -> str:
+    """A fresh claim token, unique across every process and host."""
+    return f"{_token_prefix}{next(_token_numbers):x}"
+
+
 def _forget_live_claims() -> None:
-    # A forked child runs none of its parent's operations.
-    global _live_lock
+    # A forked child runs none of its parent's operations, and must not repeat its tokens.
+    global _live_lock, _token_prefix, _token_numbers
     _live_lock = threading.Lock()
     _live_tokens.clear()
+    _token_prefix = os.urandom(12).hex()
+    _token_numbers = itertools.count()
 
 
 if hasattr(os, "register_at_fork"):
@@ -131,13 +145,16 @@ class Claim:
 
 
 class Transaction(Protocol):
-    """What run_once needs from a backend inside one atomic section.
+    """What the store's steps need from a backend inside one atomic section.
 
-    Results are ``(fingerprint, result JSON text)``; approvals are their JSON text. A
-    ``write`` transaction must make its reads and writes one atomic step (a lock, ``BEGIN
-    IMMEDIATE``, or ``lock(name)`` for backends that lock per key). ``insert_result`` keeps
-    a result already there (the first one wins); ``insert_claim`` returns False when the key
-    is claimed already.
+    A key holds either a claim or a completed result (one row per key in the durable
+    stores). Results are ``(fingerprint, result JSON text)``; approvals are their JSON text.
+    A ``write`` transaction must make its reads and writes one atomic step (a lock, ``BEGIN
+    IMMEDIATE``, or ``lock(name)`` for backends that lock per key). ``insert_claim`` returns
+    False when the key is taken already; ``replace_claim`` and ``delete_claim`` act on a
+    claim (never on a result) with that token. ``complete`` stores the result unless one is
+    there already (the first one wins), ends whatever claim the key has, and returns True
+    when that claim had ``token`` (False: the claim was lost, taken over or released).
     """
 
     def now(self) -> float: ...
@@ -147,7 +164,7 @@ class Transaction(Protocol):
     def insert_claim(self, key: str, claim: Claim) -> bool: ...
     def replace_claim(self, key: str, token: str, claim: Claim) -> bool: ...
     def delete_claim(self, key: str, token: str | None) -> bool: ...
-    def insert_result(self, key: str, fingerprint: str | None, text: str) -> None: ...
+    def complete(self, key: str, token: str, fingerprint: str | None, text: str) -> bool: ...
     def approval(self, approval_id: str) -> str | None: ...
     def insert_approval(self, approval_id: str, state: str, text: str) -> None: ...
     def replace_approval(self, approval_id: str, state: str, text: str) -> None: ...
@@ -181,6 +198,10 @@ class StoreBase:
     #: never waits for writers. A networked backend, for which each round trip costs more
     #: than its per-key lock, reads inside the claiming transaction instead.
     read_before_claim = True
+
+    #: Whether a step may wait (on a lock, a disk, a network): the async runner then runs it on
+    #: a worker thread (or the store's async twin ``a<step>``), never on the event loop.
+    blocking = True
 
     def __init__(self, claim_ttl_seconds: float) -> None:
         ttl = float(claim_ttl_seconds)
@@ -228,39 +249,23 @@ class StoreBase:
         Never raises :class:`StoreError`: a store that fails before the claim gives
         ``busy`` (nothing ran), one that fails after the operation ran ``outcome_unknown``.
         """
-        if not isinstance(key, str):
-            raise TypeError("key must be a str")
-        ttl = max(self.claim_ttl_seconds, lease_seconds or 0.0)
-        try:
-            decision = self.claim(
-                key, fingerprint, ttl, may_take_over=recover is not None, full_sync=full_sync
-            )
-        except StoreError as exc:
-            logger.error("could not claim key %r, nothing ran (busy): %s", key, exc)
-            return failure(ErrorCode.BUSY)
-        if isinstance(decision, dict):
-            return decision
-        kind, mine = decision
-        hold(mine.token)
-        keep_live = False
-        try:
-            if on_claim is not None:
-                try:
-                    on_claim(mine.token)
-                except BaseException:
-                    self._quietly(self.drop, key, mine, "the claim stays until its lease")
-                    raise
-            if kind == TAKEN_OVER:
-                assert recover is not None
-                outcome = self._recover(key, mine, recover, full_sync)
-                if outcome is not None:
-                    return outcome
-            result = self._run(key, mine, operation, full_sync)
-            keep_live = on_claim is not None and _is_unknown(result) and is_live(mine.token)
-            return result
-        finally:
-            if not keep_live:
-                let_go(mine.token)
+        # The orchestration is policy: written once as steps (agentkit.policy.steps.once) and
+        # performed here by the sync driver; the async runner drives the same steps.
+        from agentkit.policy.drivers import run_store_steps
+        from agentkit.policy.steps import invoke, once
+
+        def run(mine: Claim) -> Any:
+            return invoke(operation)
+
+        def ask() -> Any:
+            assert recover is not None
+            return invoke(recover)
+
+        return run_store_steps(self, once(
+            self, key, fingerprint, lease_seconds, run=run,
+            recover=None if recover is None else ask, full_sync=full_sync,
+            keep_unknown_live=on_claim is not None, on_claim=on_claim,
+        ))
 
     # ---- the store's steps: each one atomic section (docs/design.md#stores)
 
@@ -276,25 +281,29 @@ class StoreBase:
                 stored = tx.result(key)
             if stored is not None:
                 return self._replay(stored, fingerprint)
+        return self.claim_carefully(key, fingerprint, ttl, may_take_over, full_sync)
+
+    def claim_carefully(
+        self, key: str, fingerprint: str | None, ttl: float, may_take_over: bool,
+        full_sync: bool,
+    ) -> Result | tuple[str, Claim]:
+        """The claim's careful path (a key claimed already, stale or taken over): the whole
+        decision in one write transaction. A backend's fast path falls back to it."""
         with self.transaction(write=True, full_sync=full_sync) as tx:
             return self._decide(tx, key, fingerprint, ttl, may_take_over=may_take_over)
 
     def complete(self, key: str, mine: Claim, result: Result, full_sync: bool = False) -> None:
-        """Store the result and drop the claim in one atomic section."""
-        try:
-            text = canonical_json(result)
-        except (TypeError, ValueError) as exc:
-            # It happened, but cannot be kept: let a lookup decide.
-            self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
-            raise TypeError("an ok result must be JSON-serialisable to be stored") from exc
-        with self.transaction(write=True, full_sync=full_sync) as tx:
+        """Store the result and drop the claim in one atomic section.
+
+        Only the claim needs the flush of ``full_sync``: if a power cut loses the result,
+        the durable claim comes back and the status lookup settles the key.
+        """
+        text = self.result_text(key, mine, result)
+        with self.transaction(write=True) as tx:
             tx.lock(key)
-            tx.insert_result(key, mine.fingerprint, text)  # unless one is there already
-            still_mine = tx.delete_claim(key, mine.token)
+            still_mine = tx.complete(key, mine.token, mine.fingerprint, text)
         if not still_mine:
-            logger.warning(
-                "claim on key %r was lost before the run finished (lease too short?)", key
-            )
+            self.claim_lost(key)
 
     def drop(self, key: str, mine: Claim) -> None:
         """Free the key, unless someone else holds it by now."""
@@ -308,6 +317,26 @@ class StoreBase:
         with self.transaction(write=True) as tx:
             tx.lock(key)
             tx.replace_claim(key, mine.token, dataclasses.replace(mine, lease_until=0.0))
+
+    # ---- helpers of the steps, for backends that write their own fast paths
+
+    def new_claim(self, fingerprint: str | None, now: float, ttl: float) -> Claim:
+        """A claim of this process, with a fresh token, whose lease ends at ``now + ttl``."""
+        pid, start = this_process()
+        return Claim(new_token(), fingerprint, self.host, pid, start, now + ttl)
+
+    def result_text(self, key: str, mine: Claim, result: Result) -> str:
+        """The result's stored text; one that cannot be stored keeps the claim (stale)."""
+        try:
+            return canonical_json(result)
+        except (TypeError, ValueError) as exc:
+            # It happened, but cannot be kept: let a lookup decide.
+            self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
+            raise TypeError("an ok result must be JSON-serialisable to be stored") from exc
+
+    @staticmethod
+    def claim_lost(key: str) -> None:
+        logger.warning("claim on key %r was lost before the run finished (lease too short?)", key)
 
     # ---- more of the public interface
 
@@ -405,23 +434,17 @@ class StoreBase:
             return False  # its attempt is running in this process, whatever the lease says
         return claim.lease_until <= now or self.owner_gone(claim)
 
-    def _decide(
-        self, tx: Transaction, key: str, fingerprint: str | None, ttl: float, *,
-        may_take_over: bool,
-    ) -> Result | tuple[str, Claim]:
-        """Inside one atomic section: a final answer, or the claim this caller now holds."""
-        tx.lock(key)
-        stored = tx.result(key)
+    def judge(
+        self, stored: tuple[str | None, str] | None, claim: Claim | None, now: float,
+        fingerprint: str | None, ttl: float, *, may_take_over: bool,
+    ) -> Result | tuple[str, Claim, str | None]:
+        """The claim's decision from what the key holds (no I/O): a final answer, or the
+        claim to write: ``(CLAIMED, mine, None)`` to insert, ``(TAKEN_OVER, mine, token)``
+        to swap for the stale claim with ``token``."""
         if stored is not None:  # completed since the fast path looked
             return self._replay(stored, fingerprint)
-        claim = tx.claim(key)
-        now = tx.now()
-        pid, start = this_process()
-        mine = Claim(os.urandom(16).hex(), fingerprint, self.host, pid, start, now + ttl)
         if claim is None:
-            if not tx.insert_claim(key, mine):
-                return failure(ErrorCode.IN_PROGRESS)
-            return (CLAIMED, mine)
+            return (CLAIMED, self.new_claim(fingerprint, now, ttl), None)
         if conflicts(fingerprint, claim.fingerprint):
             return failure(ErrorCode.IDEMPOTENCY_CONFLICT)
         if not self._is_stale(claim, now):
@@ -429,82 +452,43 @@ class StoreBase:
         if not may_take_over:
             # Nobody can say whether the write landed; leave the claim for a lookup or a human.
             return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
-        mine = dataclasses.replace(mine, fingerprint=claim.fingerprint)
-        if not tx.replace_claim(key, claim.token, mine):
+        return (TAKEN_OVER, self.new_claim(claim.fingerprint, now, ttl), claim.token)
+
+    def _decide(
+        self, tx: Transaction, key: str, fingerprint: str | None, ttl: float, *,
+        may_take_over: bool,
+    ) -> Result | tuple[str, Claim]:
+        """Inside one atomic section: a final answer, or the claim this caller now holds."""
+        tx.lock(key)
+        stored = tx.result(key)
+        claim = None if stored is not None else tx.claim(key)
+        plan = self.judge(stored, claim, tx.now(), fingerprint, ttl, may_take_over=may_take_over)
+        if isinstance(plan, dict):
+            return plan
+        _, mine, old_token = plan
+        if old_token is None:
+            if not tx.insert_claim(key, mine):
+                return failure(ErrorCode.IN_PROGRESS)
+            return (CLAIMED, mine)
+        if not tx.replace_claim(key, old_token, mine):
             return failure(ErrorCode.IN_PROGRESS)
         return (TAKEN_OVER, mine)
-
-    def _recover(
-        self, key: str, mine: Claim, recover: Callable[[], Result | None], full_sync: bool
-    ) -> Result | None:
-        """Ask the status lookup: a result to return, or None when the operation should run."""
-        try:
-            receipt = recover()
-        except Exception:
-            logger.warning("status lookup for key %r raised; outcome unknown", key, exc_info=True)
-            self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
-            return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
-        except BaseException:
-            self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
-            raise
-        if receipt is None:
-            return None  # not done: the caller runs the operation under this claim
-        if not is_ok(receipt):
-            self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
-            return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
-        assert isinstance(receipt, dict)
-        try:
-            self.complete(key, mine, receipt, full_sync)
-        except StoreError as exc:
-            # The lookup found the write done: say so; the next caller asks the lookup again.
-            logger.error("could not record the receipt of key %r: %s", key, exc)
-        return receipt
-
-    def _run(
-        self, key: str, mine: Claim, operation: Callable[[], Result], full_sync: bool
-    ) -> Result:
-        try:
-            result = operation()
-        except Exception:
-            self._quietly(self.drop, key, mine, "the claim stays until its lease")
-            raise
-        except BaseException:
-            # Interrupted mid-write: the outcome is unknown, but nobody runs it any more.
-            self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
-            raise
-        if is_ok(result):
-            try:
-                self.complete(key, mine, result, full_sync)
-            except StoreError as exc:
-                logger.error(
-                    "key %r ran but its result could not be recorded, outcome unknown: %s",
-                    key, exc,
-                )
-                self._quietly(self.abandon_claim, key, mine, "the claim keeps its lease")
-                return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
-        elif _is_unknown(result):
-            pass  # it may still be running: the claim stays until its lease or owner ends
-        else:
-            self._quietly(self.drop, key, mine, "the claim stays until its lease")
-            if not isinstance(result, dict):
-                raise TypeError(f"operation must return a dict, not {type(result).__name__}")
-        return result
 
     def _quietly(
         self, step: Callable[[str, Claim], None], key: str, mine: Claim, consequence: str
     ) -> None:
-        """Tidy a claim after the operation; a failing store is logged, never raised."""
+        """Tidy a claim; a failing store is logged, never raised."""
         try:
             step(key, mine)
         except StoreError as exc:
             logger.error("could not update the claim on key %r (%s): %s", key, consequence, exc)
 
 
-def _is_unknown(result: Any) -> bool:
-    return isinstance(result, dict) and result.get("error") == ErrorCode.OUTCOME_UNKNOWN
-
-
 def _loads(text: str) -> dict[str, Any]:
     value = json.loads(text)
     assert isinstance(value, dict)
     return value
+
+
+#: A stored record's JSON text as a fresh dict, for a backend's own paths.
+loads = _loads

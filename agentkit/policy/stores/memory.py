@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
-from agentkit.policy.stores.algorithm import Claim, StoreBase
+from agentkit.policy.stores.algorithm import CLAIMED, Claim, Result, StoreBase, let_go
 
 __all__ = ["IdempotencyStore", "MemoryTransaction"]
 
@@ -64,14 +63,15 @@ class MemoryTransaction:
         del self._s._claims[key]
         return True
 
-    def insert_result(self, key: str, fingerprint: str | None, text: str) -> None:
+    def complete(self, key: str, token: str, fingerprint: str | None, text: str) -> bool:
+        current = self._s._claims.pop(key, None)
         results = self._s._results
-        if key in results:
-            return
-        results[key] = (fingerprint, text)
-        limit = self._s.max_keys
-        while limit is not None and len(results) > limit:
-            del results[next(iter(results))]  # the oldest completed key
+        if key not in results:
+            results[key] = (fingerprint, text)
+            limit = self._s.max_keys
+            while limit is not None and len(results) > limit:
+                del results[next(iter(results))]  # the oldest completed key
+        return current is not None and current.token == token
 
     def approval(self, approval_id: str) -> str | None:
         found = self._s._approvals.get(approval_id)
@@ -87,6 +87,27 @@ class MemoryTransaction:
         return [t for s, t in self._s._approvals.values() if state is None or s == state]
 
 
+class _Section:
+    """The store's lock around its one transaction object: no objects made per step."""
+
+    __slots__ = ("_lock", "_tx")
+
+    def __init__(self, lock: threading.Lock, tx: MemoryTransaction) -> None:
+        self._lock = lock
+        self._tx = tx
+
+    def __enter__(self) -> MemoryTransaction:
+        self._lock.acquire()
+        return self._tx
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.release()
+
+
+def _stale(claim: Claim) -> Claim:
+    return Claim(claim.token, claim.fingerprint, claim.host, claim.pid, claim.start_time, 0.0)
+
+
 class IdempotencyStore(StoreBase):
     """In memory and thread safe: for one process that may forget everything when it ends.
 
@@ -94,6 +115,9 @@ class IdempotencyStore(StoreBase):
     and approvals never). ``clock`` (seconds, default ``time.time``) times the leases; tests
     inject one.
     """
+
+    #: A step holds one in-process lock for microseconds: the async runner calls it on its loop.
+    blocking = False
 
     def __init__(
         self,
@@ -112,10 +136,45 @@ class IdempotencyStore(StoreBase):
         self._claims: dict[str, Claim] = {}
         self._approvals: dict[str, tuple[str, str]] = {}  # id -> (state, text)
 
-    @contextmanager
-    def transaction(self, *, write: bool, full_sync: bool = False) -> Iterator[MemoryTransaction]:
+        self._tx = MemoryTransaction(self)
+        self._section = _Section(self._lock, self._tx)
+
+    def transaction(self, *, write: bool, full_sync: bool = False) -> _Section:
+        return self._section  # the store's lock, held around the one reusable transaction
+
+    # ---- the steps, straight on the dicts (the shared decision for a key claimed already)
+
+    def claim(
+        self, key: str, fingerprint: str | None, ttl: float, *, may_take_over: bool,
+        full_sync: bool = False,
+    ) -> Result | tuple[str, Claim]:
         with self._lock:
-            yield MemoryTransaction(self)
+            stored = self._results.get(key)
+            if stored is not None:
+                return self._replay(stored, fingerprint)
+            if key not in self._claims:
+                mine = self.new_claim(fingerprint, self.clock(), ttl)
+                self._claims[key] = mine
+                return (CLAIMED, mine)
+            return self._decide(self._tx, key, fingerprint, ttl, may_take_over=may_take_over)
+
+    def complete(self, key: str, mine: Claim, result: Result, full_sync: bool = False) -> None:
+        text = self.result_text(key, mine, result)
+        with self._lock:
+            still_mine = self._tx.complete(key, mine.token, mine.fingerprint, text)
+        if not still_mine:
+            self.claim_lost(key)
+
+    def drop(self, key: str, mine: Claim) -> None:
+        with self._lock:
+            current = self._claims.get(key)
+            if current is not None and current.token == mine.token:
+                del self._claims[key]
+
+    def abandon_claim(self, key: str, mine: Claim) -> None:
+        let_go(mine.token)
+        with self._lock:
+            self._tx.replace_claim(key, mine.token, _stale(mine))
 
     def __repr__(self) -> str:
         extra = "" if self.max_keys is None else f", max_keys={self.max_keys}"

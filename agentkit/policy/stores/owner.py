@@ -45,12 +45,19 @@ _identity: list[tuple[int, int | None]] = []  # this process's (pid, start time)
 
 
 def this_process() -> tuple[int, int | None]:
-    """This process's (pid, start time); recomputed after a fork, since the pid changed."""
-    pid = os.getpid()
-    if not _identity or _identity[0][0] != pid:
+    """This process's (pid, start time); recomputed after a fork, since the pid changed.
+
+    Cached, and forgotten in a forked child, so the hot path makes no system call (a
+    ``getpid`` costs microseconds in some sandboxes)."""
+    if not _identity:
+        pid = os.getpid()
         stat = proc_stat(pid)
         _identity[:] = [(pid, stat[1] if stat else None)]
     return _identity[0]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_identity.clear)
 
 
 def owner_gone(host: str, pid: int, start_time: int | None, *, local_host: str) -> bool:

@@ -16,85 +16,111 @@ Owners on other hosts
     nothing, so a foreign claim is judged by its lease alone.
 
 Atomic sections
-    A write runs in one transaction that first takes a transaction-scoped advisory lock on
-    the key (``pg_advisory_xact_lock``), so every check-then-write on one key is serialised
-    across connections and hosts, while different keys never wait for each other. Inserts
-    are ``ON CONFLICT DO NOTHING`` and takeovers compare-and-swap on the claim's token, so
-    even without the lock two workers could not both claim.
+    One row per key (``agentkit_keys``): a claim while ``result`` is NULL, a completed key
+    once it is set. A new key's claim is one statement, an ``INSERT ... ON CONFLICT DO
+    NOTHING`` (atomic on the primary key) that also reads the row already there, and its
+    completion one ``UPDATE ... WHERE key = %s AND token = %s``. A key claimed already takes
+    the careful path: one transaction that first takes a transaction-scoped advisory lock on
+    the key (``pg_advisory_xact_lock``), so its check-then-write is serialised across
+    connections and hosts, while different keys never wait for each other; a takeover
+    compares-and-swaps on the claim's token.
 
 Durability
-    Connections run with ``synchronous_commit = on``: a commit returns only once it is
-    flushed to the server's write-ahead log. That is kept for every transaction that takes a
-    claim (a new claim or a takeover: a claim lost in a server crash could let a worker on
-    another host run a write that is still running) and for every ``full_sync`` one (an
-    irreversible write's result, every approval). The other writes of a reversible call (its
-    stored result, a freed or abandoned claim) commit with ``synchronous_commit = off``, as
-    SQLite's NORMAL mode does: a server crash may forget them, and then the durable claim
-    comes back and the status lookup settles it, so nothing runs twice; the call saves one
-    WAL flush wait.
+    A claim lost in a server crash could let a worker on another host run a write that is
+    still running, so claims (and approvals) go through sessions with ``synchronous_commit =
+    on``: the commit returns once it is flushed to the write-ahead log. Results, freed and
+    abandoned claims go through sessions with ``synchronous_commit = off``, even for
+    ``full_sync`` calls: a server crash may forget them, and then the durable claim comes
+    back and the status lookup settles it, so nothing runs twice. Each level is its own
+    connection pool, whose sessions are set once when they connect.
+
+Lock bounds
+    Every session runs with ``lock_timeout = busy_timeout_seconds`` (10 s) and
+    ``statement_timeout`` four times that: a key's advisory lock, a row or a ``LOCK TABLE``
+    held by another session (a stuck worker, an operator) makes the step fail with
+    :class:`~agentkit.policy.stores.algorithm.StoreError` within that bound, and a claim that
+    could not be taken is ``busy``, nothing ran.
 
 Schema and connections
-    The tables (``agentkit_results``, ``agentkit_claims``, ``agentkit_approvals``) are
-    created on first use inside one transaction guarded by an advisory lock, so workers that
-    start at once create them once; the version is recorded in ``agentkit_schema``, and a
-    database whose version is newer than this code knows is refused with a clear error.
-    Connections come from a ``psycopg_pool.ConnectionPool``. One the server has left (a
-    restart, ``pg_terminate_backend``) is recognised before use, without a round trip, by
-    its socket having something to read, and replaced: a restart costs the next call only
-    a reconnect. A server that cannot be reached makes ``run_once`` answer ``busy`` (logged
-    with the address and the reason); a connection that dies during a call makes that call
-    ``busy`` before the claim, ``outcome_unknown`` after the operation ran.
+    The tables (``agentkit_keys``, ``agentkit_approvals``) are created on first use inside
+    one transaction guarded by an advisory lock, so workers that start at once create them
+    once; the version is recorded in ``agentkit_schema``. Version 1's tables
+    (``agentkit_results`` and ``agentkit_claims``) are migrated in place; a database whose
+    version is newer than this code knows is refused with a clear error. Connections come
+    from ``psycopg_pool`` pools (async ones for the ``a*`` twins). One the server has left
+    (a restart, ``pg_terminate_backend``) is recognised before use, without a round trip,
+    by its socket having something to read, and replaced: a restart costs the next call
+    only a reconnect. A server that cannot be reached makes ``run_once`` answer ``busy``
+    (logged with the address, never the password); a connection that dies during a call
+    makes that call ``busy`` before the claim, ``outcome_unknown`` after the operation ran.
 
 Round trips
-    Each transaction runs in pipeline mode: statements whose answer the algorithm does not
-    need (BEGIN, the per-key lock, the stored result) are queued and travel with the next
-    one that is answered. A new key costs about six round trips and one WAL flush wait
-    (the claim's), against two and one for a bare INSERT and COMMIT.
+    A new key costs two round trips (the claim, the completion) and one WAL flush wait (the
+    claim's), against two and one for a bare INSERT and COMMIT; a replay costs one. The
+    careful path and the approval records run in pipeline mode: statements whose answer the
+    algorithm does not need (BEGIN, the lock, the COMMIT) travel with the next one that is
+    answered, and no Sync is sent empty.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import os
 import select
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentkit.policy.stores.algorithm import Claim, StoreBase, StoreError
-from agentkit.policy.stores.owner import owner_gone
+from agentkit.boundary.errors import ErrorCode, failure
+from agentkit.policy.stores.algorithm import (
+    CLAIMED,
+    Claim,
+    Result,
+    StoreBase,
+    StoreError,
+    let_go,
+    loads,
+    record_text,
+)
+from agentkit.policy.stores.owner import owner_gone, this_process
 
 if TYPE_CHECKING:
+    import asyncio
+
     import psycopg
     import psycopg_pool
 
-__all__ = ["SCHEMA_VERSION", "PostgresIdempotencyStore", "PostgresTransaction"]
+__all__ = ["BUSY_TIMEOUT_SECONDS", "SCHEMA_VERSION", "PostgresIdempotencyStore",
+           "PostgresTransaction"]
 
-#: The version of the tables below; a database with a higher one is refused.
-SCHEMA_VERSION = 1
+_T = TypeVar("_T")
+
+#: The version of the tables below; a database with a lower one is migrated in place, one
+#: with a higher one is refused.
+SCHEMA_VERSION = 2
+
+#: How long a statement waits for a lock held by another session (``lock_timeout``) before
+#: the call gives up as ``busy``; no statement runs longer than four times this
+#: (``statement_timeout``).
+BUSY_TIMEOUT_SECONDS = 10.0
 
 # Any fixed 64-bit number: the advisory lock that serialises schema creation.
 _SCHEMA_LOCK = 0x6167_656E_746B_6974  # "agentkit"
 
+# One row per key: a claim (token set, result NULL) or a completed result (token NULL).
+_KEYS = """CREATE TABLE IF NOT EXISTS agentkit_keys (
+    key text PRIMARY KEY,
+    token text,
+    fingerprint text,
+    host text,
+    pid integer,
+    start_time bigint,
+    lease_until double precision,
+    result text,
+    updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+)"""
 _SCHEMA = [
-    """CREATE TABLE IF NOT EXISTS agentkit_results (
-        key text PRIMARY KEY,
-        fingerprint text,
-        result text NOT NULL,
-        completed_at timestamptz NOT NULL DEFAULT clock_timestamp()
-    )""",
-    """CREATE TABLE IF NOT EXISTS agentkit_claims (
-        key text PRIMARY KEY,
-        token text NOT NULL,
-        fingerprint text,
-        host text NOT NULL,
-        pid integer NOT NULL,
-        start_time bigint,
-        lease_until double precision NOT NULL,
-        claimed_at timestamptz NOT NULL DEFAULT clock_timestamp()
-    )""",
+    _KEYS,
     """CREATE TABLE IF NOT EXISTS agentkit_approvals (
         seq bigserial NOT NULL,
         approval_id text PRIMARY KEY,
@@ -104,139 +130,168 @@ _SCHEMA = [
     )""",
     "CREATE INDEX IF NOT EXISTS agentkit_approvals_by_state ON agentkit_approvals (state, seq)",
 ]
+# Version 1 kept results and claims in two tables; a key in both is completed.
+_MIGRATE_FROM_1 = [
+    _KEYS,
+    (
+        "INSERT INTO agentkit_keys (key, fingerprint, result, updated_at)"
+        " SELECT key, fingerprint, result, completed_at FROM agentkit_results"
+    ),
+    (
+        "INSERT INTO agentkit_keys (key, token, fingerprint, host, pid, start_time, lease_until,"
+        " updated_at) SELECT key, token, fingerprint, host, pid, start_time, lease_until,"
+        " claimed_at FROM agentkit_claims ON CONFLICT (key) DO NOTHING"
+    ),
+    "DROP TABLE agentkit_results, agentkit_claims",
+]
 
 _CLAIM_COLUMNS = "token, fingerprint, host, pid, start_time, lease_until"
+_NOW = "extract(epoch FROM clock_timestamp())::float8"
+
+# The fast claim, one statement and one round trip: insert the claim unless the key has a
+# row, and read the row that was there (the SELECT sees the snapshot before the INSERT).
+# Its lease is the database's clock plus the ttl.
+_CLAIM = (
+    "WITH mine AS ("
+    f"INSERT INTO agentkit_keys (key, {_CLAIM_COLUMNS})"
+    f" VALUES (%s, %s, %s, %s, %s, %s, {_NOW} + %s::float8)"
+    " ON CONFLICT (key) DO NOTHING RETURNING lease_until)"
+    " SELECT (SELECT lease_until FROM mine), k.result, k.fingerprint"
+    " FROM (SELECT 1) AS one LEFT JOIN agentkit_keys AS k ON k.key = %s"
+)
+_ENTRY = (
+    f"SELECT {_NOW}, k.result, k.fingerprint, {', '.join('k.' + c for c in _CLAIM_COLUMNS.split(', '))}"
+    " FROM (SELECT 1) AS one LEFT JOIN agentkit_keys AS k ON k.key = %s"
+)
+_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
+_INSERT_CLAIM = (
+    f"INSERT INTO agentkit_keys (key, {_CLAIM_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+    " ON CONFLICT (key) DO NOTHING"
+)
+_REPLACE_CLAIM = (
+    "UPDATE agentkit_keys SET token = %s, fingerprint = %s, host = %s, pid = %s,"
+    " start_time = %s, lease_until = %s, updated_at = clock_timestamp()"
+    " WHERE key = %s AND token = %s"
+)
+_COMPLETE = (
+    "UPDATE agentkit_keys SET result = %s, token = NULL, updated_at = clock_timestamp()"
+    " WHERE key = %s AND token = %s"
+)
+# The claim was lost (taken over, released): keep the result anyway, unless one is there.
+_COMPLETE_LOST = (
+    "INSERT INTO agentkit_keys (key, fingerprint, result) VALUES (%s, %s, %s)"
+    " ON CONFLICT (key) DO UPDATE SET result = excluded.result, token = NULL,"
+    " fingerprint = excluded.fingerprint, updated_at = clock_timestamp()"
+    " WHERE agentkit_keys.result IS NULL"
+)
+_DROP = "DELETE FROM agentkit_keys WHERE key = %s AND token = %s"
+_ABANDON = (
+    "UPDATE agentkit_keys SET lease_until = 0, updated_at = clock_timestamp()"
+    " WHERE key = %s AND token = %s"
+)
+_APPROVAL = "SELECT record FROM agentkit_approvals WHERE approval_id = %s"
+_INSERT_APPROVAL = "INSERT INTO agentkit_approvals (approval_id, state, record) VALUES (%s, %s, %s)"
+_REPLACE_APPROVAL = (
+    "UPDATE agentkit_approvals SET state = %s, record = %s, updated_at = clock_timestamp()"
+    " WHERE approval_id = %s"
+)
+_APPROVALS = "SELECT record FROM agentkit_approvals ORDER BY seq"
+_APPROVALS_IN = "SELECT record FROM agentkit_approvals WHERE state = %s ORDER BY seq"
+
+
+def _claim_row(claim: Claim) -> tuple[Any, ...]:
+    return (claim.token, claim.fingerprint, claim.host, claim.pid, claim.start_time,
+            claim.lease_until)
 
 
 class PostgresTransaction:
     """The :class:`~agentkit.policy.stores.algorithm.Transaction` of the PostgreSQL store, on
-    one pooled connection inside one transaction, in pipeline mode.
+    one pooled connection inside one transaction, in pipeline mode (the careful paths).
 
-    Statements whose answer the algorithm does not need (the lock, the stored result, an
-    approval write) are only queued; the next statement that must be answered sends them
-    all in one round trip. The server still runs them in order, so a read queued after the
-    lock runs once the lock is held.
+    Statements whose answer the algorithm does not need (the lock, a queued write) are only
+    queued; the next statement that must be answered sends them all in one round trip, and
+    the COMMIT travels with the pipeline's closing sync. The server still runs them in
+    order, so a read queued after the lock runs once the lock is held.
     """
 
-    def __init__(self, conn: psycopg.Connection[Any], pipe: psycopg.Pipeline) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], pipe: psycopg.Pipeline | None) -> None:
         self._c = conn
-        self._pipe = pipe
-        self._now: float | None = None
-        self._prefetched: tuple[str, psycopg.Cursor[Any]] | None = None
+        self._pipe = pipe  # None: a read, each statement sent and answered at once
+        self._row: tuple[str, tuple[Any, ...]] | None = None  # (key, _ENTRY row)
         self.claimed = False  # took a claim: its commit must wait for the WAL flush
 
     def _answered(self, query: str, params: tuple[Any, ...] = ()) -> psycopg.Cursor[Any]:
         cur = self._c.execute(query, params)
-        self._pipe.sync()
+        if self._pipe is not None:
+            self._pipe.sync()
         return cur
 
-    def _one(self, query: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
-        row: tuple[Any, ...] | None = self._answered(query, params).fetchone()
-        return row
+    def _entry(self, key: str) -> tuple[Any, ...]:
+        if self._row is None or self._row[0] != key:
+            row = self._answered(_ENTRY, (key,)).fetchone()
+            assert row is not None
+            self._row = (key, row)
+        return self._row[1]
 
     def now(self) -> float:
-        if self._now is None:  # claim() reads the clock along with the claim
-            row = self._one("SELECT extract(epoch FROM clock_timestamp())::float8")
+        if self._row is None:
+            row = self._answered(f"SELECT {_NOW}").fetchone()
             assert row is not None
-            self._now = float(row[0])
-        return self._now
+            return float(row[0])
+        return float(self._row[1][0])
 
     def lock(self, name: str) -> None:
-        self._c.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (name,))
+        self._c.execute(_LOCK, (name,))
 
     def result(self, key: str) -> tuple[str | None, str] | None:
-        found = self._c.execute(
-            "SELECT fingerprint, result FROM agentkit_results WHERE key = %s", (key,)
-        )
-        # The algorithm asks for the claim next: read it (and the clock) in the same trip.
-        claim = self._claim_query(key)
-        self._pipe.sync()
-        row = found.fetchone()
-        self._prefetched = (key, claim)
-        return None if row is None else (row[0], row[1])
-
-    def _claim_query(self, key: str) -> psycopg.Cursor[Any]:
-        return self._c.execute(
-            "SELECT extract(epoch FROM clock_timestamp())::float8,"
-            f" {', '.join('c.' + c for c in _CLAIM_COLUMNS.split(', '))}"
-            " FROM (SELECT 1) AS one LEFT JOIN agentkit_claims AS c ON c.key = %s",
-            (key,),
-        )
+        row = self._entry(key)
+        return None if row[1] is None else (row[2], row[1])
 
     def claim(self, key: str) -> Claim | None:
-        prefetched, self._prefetched = self._prefetched, None
-        if prefetched is not None and prefetched[0] == key:
-            cur = prefetched[1]  # read after the result, under the same lock
-        else:
-            cur = self._claim_query(key)
-            self._pipe.sync()
-        row = cur.fetchone()
-        assert row is not None
-        self._now = float(row[0])
-        return None if row[1] is None else Claim(*row[1:])
+        row = self._entry(key)
+        return None if row[1] is not None or row[3] is None else Claim(*row[3:])
 
     def insert_claim(self, key: str, claim: Claim) -> bool:
-        cur = self._answered(
-            f"INSERT INTO agentkit_claims (key, {_CLAIM_COLUMNS})"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
-            (key, *dataclasses.astuple(claim)),
-        )
+        cur = self._answered(_INSERT_CLAIM, (key, *_claim_row(claim)))
         self.claimed = self.claimed or cur.rowcount == 1
         return cur.rowcount == 1
 
     def replace_claim(self, key: str, token: str, claim: Claim) -> bool:
-        cur = self._answered(
-            "UPDATE agentkit_claims SET token = %s, fingerprint = %s, host = %s, pid = %s,"
-            " start_time = %s, lease_until = %s, claimed_at = clock_timestamp()"
-            " WHERE key = %s AND token = %s",
-            (*dataclasses.astuple(claim), key, token),
-        )
+        cur = self._answered(_REPLACE_CLAIM, (*_claim_row(claim), key, token))
         if cur.rowcount == 1 and claim.lease_until > 0:  # a takeover, not an abandon
             self.claimed = True
         return cur.rowcount == 1
 
     def delete_claim(self, key: str, token: str | None) -> bool:
         if token is None:
-            cur = self._answered("DELETE FROM agentkit_claims WHERE key = %s", (key,))
-        else:
             cur = self._answered(
-                "DELETE FROM agentkit_claims WHERE key = %s AND token = %s", (key, token)
+                "DELETE FROM agentkit_keys WHERE key = %s AND result IS NULL", (key,)
             )
+        else:
+            cur = self._answered(_DROP, (key, token))
         return cur.rowcount == 1
 
-    def insert_result(self, key: str, fingerprint: str | None, text: str) -> None:
-        self._c.execute(
-            "INSERT INTO agentkit_results (key, fingerprint, result) VALUES (%s, %s, %s)"
-            " ON CONFLICT (key) DO NOTHING",
-            (key, fingerprint, text),
-        )
+    def complete(self, key: str, token: str, fingerprint: str | None, text: str) -> bool:
+        if self._answered(_COMPLETE, (text, key, token)).rowcount == 1:
+            return True
+        self._c.execute(_COMPLETE_LOST, (key, fingerprint, text))
+        return False
 
     def approval(self, approval_id: str) -> str | None:
-        row = self._one(
-            "SELECT record FROM agentkit_approvals WHERE approval_id = %s", (approval_id,)
-        )
+        row = self._answered(_APPROVAL, (approval_id,)).fetchone()
         return None if row is None else str(row[0])
 
     def insert_approval(self, approval_id: str, state: str, text: str) -> None:
-        self._c.execute(
-            "INSERT INTO agentkit_approvals (approval_id, state, record) VALUES (%s, %s, %s)",
-            (approval_id, state, text),
-        )
+        self._c.execute(_INSERT_APPROVAL, (approval_id, state, text))
 
     def replace_approval(self, approval_id: str, state: str, text: str) -> None:
-        self._c.execute(
-            "UPDATE agentkit_approvals SET state = %s, record = %s,"
-            " updated_at = clock_timestamp() WHERE approval_id = %s",
-            (state, text, approval_id),
-        )
+        self._c.execute(_REPLACE_APPROVAL, (state, text, approval_id))
 
     def approvals(self, state: str | None) -> list[str]:
         if state is None:
-            rows = self._answered("SELECT record FROM agentkit_approvals ORDER BY seq").fetchall()
+            rows = self._answered(_APPROVALS).fetchall()
         else:
-            rows = self._answered(
-                "SELECT record FROM agentkit_approvals WHERE state = %s ORDER BY seq", (state,)
-            ).fetchall()
+            rows = self._answered(_APPROVALS_IN, (state,)).fetchall()
         return [str(row[0]) for row in rows]
 
 
@@ -254,17 +309,34 @@ def _address(dsn: str) -> str:
     return f"postgresql://{user}{host}{port}/{parts.get('dbname') or ''}"
 
 
+_SESSION = (
+    "SELECT set_config('synchronous_commit', %s, false), set_config('lock_timeout', %s, false),"
+    " set_config('statement_timeout', %s, false)"
+)
+
+
+def _session(*, durable: bool, busy_timeout: float) -> tuple[str, str, str]:
+    """A pooled session's settings: its durability level and its lock bounds (one statement,
+    once per connection; not startup ``options``, which connection poolers such as
+    PgBouncer refuse)."""
+    lock_ms = max(1, round(busy_timeout * 1000))
+    return ("on" if durable else "off", f"{lock_ms}ms", f"{4 * lock_ms}ms")
+
+
 class PostgresIdempotencyStore(StoreBase):
     """Durable and shared by the workers of several hosts (docs/design.md#stores); the
     database's clock decides every lease.
 
-    ``dsn`` is a libpq connection string or URI. ``pool_size`` bounds the connections this
-    store opens; ``connect_timeout_seconds`` bounds the wait for one (then the call is
-    ``busy``). Nothing connects until the first call, so a runner can be made while the
-    server is still down.
+    ``dsn`` is a libpq connection string or URI; it is kept private (it may hold a
+    password), and :attr:`address` is what logs and ``repr`` show. ``pool_size`` bounds the
+    connections of each pool this store opens; ``connect_timeout_seconds`` bounds the wait
+    for one, and ``busy_timeout_seconds`` the wait for a lock held by another session (then
+    the call is ``busy``, nothing ran). Nothing connects until the first call, so a runner
+    can be made while the server is still down. The steps have async twins (``aclaim``,
+    ``acomplete``, …) on psycopg's async connection pool.
     """
 
-    read_before_claim = False  # the claiming transaction reads the result first anyway
+    read_before_claim = False  # the claiming statement reads the row anyway
 
     def __init__(
         self,
@@ -273,6 +345,7 @@ class PostgresIdempotencyStore(StoreBase):
         *,
         pool_size: int = 4,
         connect_timeout_seconds: float = 5.0,
+        busy_timeout_seconds: float = BUSY_TIMEOUT_SECONDS,
     ) -> None:
         super().__init__(claim_ttl_seconds)
         try:
@@ -287,59 +360,86 @@ class PostgresIdempotencyStore(StoreBase):
             raise TypeError("dsn must be a str")
         if pool_size < 1:
             raise ValueError("pool_size must be >= 1")
-        self.dsn = dsn
+        busy = float(busy_timeout_seconds)
+        if not busy > 0:
+            raise ValueError("busy_timeout_seconds must be > 0")
+        self._dsn = dsn
         self.address = _address(dsn)
         self.connect_timeout_seconds = float(connect_timeout_seconds)
+        self.busy_timeout_seconds = busy
         self.pool_size = pool_size
         self._schema_lock = threading.Lock()
         self._schema_ready = False
-        self._pool: psycopg_pool.ConnectionPool[Any] | None = None
+        # One pool per durability level (the session's synchronous_commit): True for claims,
+        # full_sync writes and approvals, False for results, freed and abandoned claims.
+        self._pools: dict[bool, psycopg_pool.ConnectionPool[Any]] = {}
         self._pool_pid = 0
         self._inherited: list[psycopg_pool.ConnectionPool[Any]] = []
+        self._apools: dict[bool, tuple[asyncio.AbstractEventLoop, Any]] = {}
         self._closed = False
 
-    def _new_pool(self) -> psycopg_pool.ConnectionPool[Any]:
+    # ---- connections
+
+    def _kwargs(self) -> dict[str, Any]:
+        return {"autocommit": True, "connect_timeout": max(1, round(self.connect_timeout_seconds))}
+
+    def _settings(self, durable: bool) -> tuple[str, str, str]:
+        return _session(durable=durable, busy_timeout=self.busy_timeout_seconds)
+
+    def _new_pool(self, durable: bool) -> psycopg_pool.ConnectionPool[Any]:
         from psycopg_pool import ConnectionPool
 
+        settings = self._settings(durable)
+
+        def configure(conn: psycopg.Connection[Any]) -> None:
+            conn.execute(_SESSION, settings)
+
         pool: psycopg_pool.ConnectionPool[Any] = ConnectionPool(
-            self.dsn,
+            self._dsn,
             min_size=1,
             max_size=self.pool_size,
             open=False,
-            kwargs={
-                "autocommit": True,
-                "connect_timeout": max(1, round(self.connect_timeout_seconds)),
-            },
-            configure=_configure,
+            kwargs=self._kwargs(),
+            configure=configure,
             timeout=self.connect_timeout_seconds,
             # No background retries with growing back-off: a failed connect gives up at
             # once, and the next call that needs a connection tries afresh, so a server
             # that is back serves the very next call.
             reconnect_timeout=0,
-            name=f"agentkit {self.address}",
+            name=f"agentkit {self.address} {'durable' if durable else 'relaxed'}",
         )
         pool.open(wait=False)
         return pool
 
     def _reason(self, exc: BaseException) -> str:
         text = str(exc).strip().splitlines()
-        return f"{type(exc).__name__}: {text[0] if text else 'no detail'}"
+        reason = f"{type(exc).__name__}: {text[0] if text else 'no detail'}"
+        state = getattr(exc, "sqlstate", None)
+        if state == "55P03":  # lock_timeout
+            reason += (f" (a lock held by another session for more than busy_timeout,"
+                       f" {self.busy_timeout_seconds:g} s)")
+        elif state == "57014":  # statement_timeout (or a cancel)
+            reason += f" (statement_timeout is {4 * self.busy_timeout_seconds:g} s)"
+        return reason
 
-    def _current_pool(self) -> psycopg_pool.ConnectionPool[Any]:
+    def _current_pool(self, durable: bool) -> psycopg_pool.ConnectionPool[Any]:
         with self._schema_lock:
             if self._closed:
                 raise StoreError(f"{self.address}: the store is closed")
-            if self._pool is None or self._pool_pid != os.getpid():
-                if self._pool is not None:
-                    # A forked child must not use, nor close, its parent's connections
-                    # (closing would end the parent's sessions): keep them untouched.
-                    self._inherited.append(self._pool)
-                self._pool, self._pool_pid = self._new_pool(), os.getpid()
-            return self._pool
+            if self._pool_pid != this_process()[0]:
+                # A forked child must not use, nor close, its parent's connections
+                # (closing would end the parent's sessions): keep them untouched.
+                self._inherited.extend(self._pools.values())
+                self._pools, self._pool_pid = {}, this_process()[0]
+            pool = self._pools.get(durable)
+            if pool is None:
+                pool = self._pools[durable] = self._new_pool(durable)
+            return pool
 
     @contextmanager
-    def _live_connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection that is not known dead, with the schema in place.
+    def _connection(self, durable: bool = True) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection that is not known dead, with the schema in place; every
+        psycopg error is a StoreError.
 
         An idle connection has nothing to read unless the server has left: a restart or
         ``pg_terminate_backend`` sends a last message and closes the socket. Such a
@@ -349,7 +449,7 @@ class PostgresIdempotencyStore(StoreBase):
         import psycopg
         import psycopg_pool
 
-        pool = self._current_pool()
+        pool = self._current_pool(durable)
         for _ in range(self.pool_size + 1):
             try:
                 conn = pool.getconn()
@@ -375,11 +475,14 @@ class PostgresIdempotencyStore(StoreBase):
             raise StoreError(f"{self.address}: every connection failed (server restarting?)")
         try:
             yield conn
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
         finally:
             pool.putconn(conn)
 
     def _ensure_schema(self, conn: psycopg.Connection[Any]) -> None:
-        """Create the tables once, under an advisory lock; refuse a newer schema."""
+        """Create the tables once, or migrate older ones, under an advisory lock; refuse a
+        newer schema."""
         if self._schema_ready:
             return
         with conn.transaction():
@@ -398,8 +501,11 @@ class PostgresIdempotencyStore(StoreBase):
                     " upgrade agentkit, or use another database"
                 )
             if found is None or found < SCHEMA_VERSION:
-                for statement in _SCHEMA:
+                for statement in _MIGRATE_FROM_1 if found == 1 else _SCHEMA:
                     conn.execute(statement)
+                if found == 1:
+                    for statement in _SCHEMA[1:]:
+                        conn.execute(statement)
                 conn.execute("INSERT INTO agentkit_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
         self._schema_ready = True
 
@@ -407,51 +513,351 @@ class PostgresIdempotencyStore(StoreBase):
     def transaction(
         self, *, write: bool, full_sync: bool = False
     ) -> Iterator[PostgresTransaction]:
-        """One transaction. A write's commit waits for the WAL flush when it took a claim or
-        ``full_sync`` is set, and only then (see "Durability"); a read is read-only."""
+        """One transaction (the careful paths, approvals). A write's commit waits for the
+        WAL flush when it took a claim or ``full_sync`` is set, and only then (see
+        "Durability"). A read is one autocommit SELECT: one round trip, no transaction."""
         import psycopg
 
-        relaxed = write and not full_sync
-        with self._live_connection() as conn:
+        if not write:
+            with self._connection() as conn:
+                yield PostgresTransaction(conn, None)
+            return
+        relaxed = not full_sync
+        with self._connection() as conn, conn.pipeline() as pipe:
+            conn.execute("BEGIN")
+            if relaxed:
+                conn.execute("SET LOCAL synchronous_commit = off")
+            tx = PostgresTransaction(conn, pipe)
             try:
-                with conn.pipeline() as pipe:
-                    conn.execute("BEGIN" if write else "BEGIN READ ONLY")
-                    if relaxed:
-                        conn.execute("SET LOCAL synchronous_commit = off")
-                    tx = PostgresTransaction(conn, pipe)
-                    try:
-                        yield tx
-                    except BaseException:
-                        with contextlib.suppress(psycopg.Error):
-                            conn.execute("ROLLBACK")
-                            pipe.sync()
-                        raise
-                    if relaxed and tx.claimed:
-                        conn.execute("SET LOCAL synchronous_commit = on")
-                    conn.execute("COMMIT")
-                    pipe.sync()
-            except psycopg.Error as exc:
-                raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
+                yield tx
+            except BaseException:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("ROLLBACK")
+                raise
+            if relaxed and tx.claimed:
+                conn.execute("SET LOCAL synchronous_commit = on")
+            conn.execute("COMMIT")  # sent with the pipeline's closing sync
+
+    # ---- the steps: a new key in two round trips (claim, complete), a replay in one
+
+    def claim(
+        self, key: str, fingerprint: str | None, ttl: float, *, may_take_over: bool,
+        full_sync: bool = False,
+    ) -> Result | tuple[str, Claim]:
+        """One statement: the claim's INSERT (unless the key has a row) and a read of the
+        row; a key claimed already takes the careful path (one transaction under the key's
+        advisory lock)."""
+        mine = self.new_claim(fingerprint, 0.0, ttl)
+        with self._connection() as conn:
+            row = conn.execute(_CLAIM, (key, *_claim_row(mine)[:-1], ttl, key)).fetchone()
+        decided = self._claimed(row, mine, fingerprint)
+        if decided is not None:
+            return decided
+        return self.claim_carefully(key, fingerprint, ttl, may_take_over, full_sync)
+
+    def _claimed(
+        self, row: tuple[Any, ...] | None, mine: Claim, fingerprint: str | None
+    ) -> Result | tuple[str, Claim] | None:
+        assert row is not None
+        if row[0] is not None:
+            return (CLAIMED, _with_lease(mine, float(row[0])))
+        if row[1] is not None:
+            return self._replay((row[2], row[1]), fingerprint)
+        return None
+
+    def complete(self, key: str, mine: Claim, result: Result, full_sync: bool = False) -> None:
+        """One UPDATE on the claim's row, without waiting for the WAL flush even for
+        ``full_sync`` (only the claim needs it: a lost result leaves the claim for the
+        status lookup)."""
+        text = self.result_text(key, mine, result)
+
+        def work(conn: psycopg.Connection[Any]) -> bool:
+            if conn.execute(_COMPLETE, (text, key, mine.token)).rowcount == 1:
+                return True
+            conn.execute(_COMPLETE_LOST, (key, mine.fingerprint, text))
+            return False
+
+        if not self._again_if_lost(work):
+            self.claim_lost(key)
+
+    def drop(self, key: str, mine: Claim) -> None:
+        self._again_if_lost(lambda conn: conn.execute(_DROP, (key, mine.token)))
+
+    def abandon_claim(self, key: str, mine: Claim) -> None:
+        let_go(mine.token)
+        self._again_if_lost(lambda conn: conn.execute(_ABANDON, (key, mine.token)))
+
+    def _again_if_lost(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        """Run a step that is safe to repeat (it acts only on our own token) on the relaxed
+        pool; a connection that dies under it (a server restart, ``pg_terminate_backend``)
+        is replaced and the step sent once more."""
+        try:
+            with self._connection(durable=False) as conn:
+                return work(conn)
+        except StoreError as exc:
+            if not _lost(exc.__cause__):
+                raise
+        with self._connection(durable=False) as conn:
+            return work(conn)
+
+    # ---- async twins (interface B): psycopg's async pool, no thread parked on the network
+
+    async def _current_apool(self, durable: bool) -> Any:
+        import asyncio
+
+        from psycopg_pool import AsyncConnectionPool
+
+        if self._closed:
+            raise StoreError(f"{self.address}: the store is closed")
+        loop = asyncio.get_running_loop()
+        found = self._apools.get(durable)
+        if found is not None and found[0] is loop:
+            return found[1]
+        settings = self._settings(durable)
+
+        async def configure(conn: Any) -> None:
+            await conn.execute(_SESSION, settings)
+        pool: Any = AsyncConnectionPool(
+            self._dsn, min_size=1, max_size=self.pool_size, open=False,
+            kwargs=self._kwargs(), configure=configure, timeout=self.connect_timeout_seconds,
+            reconnect_timeout=0,
+            name=f"agentkit {self.address} async {'durable' if durable else 'relaxed'}",
+        )
+        await pool.open(wait=False)
+        self._apools[durable] = (loop, pool)  # a pool of an earlier loop is left to the GC
+        return pool
+
+    @asynccontextmanager
+    async def _aconnection(self, durable: bool = True) -> AsyncIterator[Any]:
+        import psycopg
+        import psycopg_pool
+
+        pool = await self._current_apool(durable)
+        for _ in range(self.pool_size + 1):
+            try:
+                conn = await pool.getconn()
+            except psycopg_pool.PoolTimeout as exc:
+                raise StoreError(
+                    f"{self.address}: no connection within {self.connect_timeout_seconds:g} s"
+                    " (is the server up and reachable?)"
+                ) from exc
+            if _looks_dead(conn):
+                await conn.close()
+                await pool.putconn(conn)
+                continue
+            break
+        else:
+            raise StoreError(f"{self.address}: every connection failed (server restarting?)")
+        try:
+            if not self._schema_ready:
+                await pool.putconn(conn)
+                conn = None
+                await _to_thread(self._schema_once)
+                conn = await pool.getconn()
+            yield conn
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
+        finally:
+            if conn is not None:
+                await pool.putconn(conn)
+
+    def _schema_once(self) -> None:
+        with self._connection():
+            pass
+
+    @asynccontextmanager
+    async def _apipeline(self) -> AsyncIterator[tuple[Any, Any]]:
+        """A write transaction in pipeline mode on the durable pool: statements travel
+        together until one is answered (``await pipe.sync()``), and the COMMIT goes with the
+        pipeline's closing sync."""
+        import psycopg
+
+        async with self._aconnection() as conn, conn.pipeline() as pipe:
+            await conn.execute("BEGIN")
+            try:
+                yield conn, pipe
+            except BaseException:
+                with contextlib.suppress(psycopg.Error):
+                    await conn.execute("ROLLBACK")
+                raise
+            await conn.execute("COMMIT")
+
+    async def aclaim(
+        self, key: str, fingerprint: str | None, ttl: float, *, may_take_over: bool,
+        full_sync: bool = False,
+    ) -> Result | tuple[str, Claim]:
+        """:meth:`claim` on the event loop: one round trip for a new key or a replay, two
+        more for the careful path."""
+        mine = self.new_claim(fingerprint, 0.0, ttl)
+        async with self._aconnection() as conn:
+            cur = await conn.execute(_CLAIM, (key, *_claim_row(mine)[:-1], ttl, key))
+            row = await cur.fetchone()
+        decided = self._claimed(row, mine, fingerprint)
+        if decided is not None:
+            return decided
+        async with self._apipeline() as (conn, pipe):
+            await conn.execute(_LOCK, (key,))
+            cur = await conn.execute(_ENTRY, (key,))
+            await pipe.sync()
+            row = await cur.fetchone()
+            assert row is not None
+            stored = None if row[1] is None else (row[2], row[1])
+            claim = None if stored is not None or row[3] is None else Claim(*row[3:])
+            plan = self.judge(stored, claim, float(row[0]), fingerprint, ttl,
+                              may_take_over=may_take_over)
+            if isinstance(plan, dict):
+                return plan
+            kind, mine, old_token = plan
+            if old_token is None:
+                cur = await conn.execute(_INSERT_CLAIM, (key, *_claim_row(mine)))
+            else:
+                cur = await conn.execute(_REPLACE_CLAIM, (*_claim_row(mine), key, old_token))
+        if cur.rowcount != 1:  # answered with the COMMIT
+            return failure(ErrorCode.IN_PROGRESS)
+        return (kind, mine)
+
+    async def acomplete(
+        self, key: str, mine: Claim, result: Result, full_sync: bool = False
+    ) -> None:
+        """:meth:`complete` on the event loop."""
+        text = self.result_text(key, mine, result)
+
+        async def work(conn: Any) -> bool:
+            if (await conn.execute(_COMPLETE, (text, key, mine.token))).rowcount == 1:
+                return True
+            await conn.execute(_COMPLETE_LOST, (key, mine.fingerprint, text))
+            return False
+
+        if not await self._aagain_if_lost(work):
+            self.claim_lost(key)
+
+    async def adrop(self, key: str, mine: Claim) -> None:
+        """:meth:`drop` on the event loop."""
+
+        async def work(conn: Any) -> None:
+            await conn.execute(_DROP, (key, mine.token))
+
+        await self._aagain_if_lost(work)
+
+    async def aabandon_claim(self, key: str, mine: Claim) -> None:
+        """:meth:`abandon_claim` on the event loop."""
+        let_go(mine.token)
+
+        async def work(conn: Any) -> None:
+            await conn.execute(_ABANDON, (key, mine.token))
+
+        await self._aagain_if_lost(work)
+
+    async def _aagain_if_lost(self, work: Callable[[Any], Awaitable[_T]]) -> _T:
+        """:meth:`_again_if_lost` on the event loop."""
+        try:
+            async with self._aconnection(durable=False) as conn:
+                return await work(conn)
+        except StoreError as exc:
+            if not _lost(exc.__cause__):
+                raise
+        async with self._aconnection(durable=False) as conn:
+            return await work(conn)
+
+    async def acreate_approval(self, approval_id: str, record: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`create_approval` on the event loop."""
+        text = record_text(record)
+        async with self._apipeline() as (conn, pipe):
+            await conn.execute(_LOCK, (approval_id,))
+            cur = await conn.execute(_APPROVAL, (approval_id,))
+            await pipe.sync()
+            row = await cur.fetchone()
+            if row is None:
+                await conn.execute(_INSERT_APPROVAL, (approval_id, record["state"], text))
+        return loads(text if row is None else str(row[0]))
+
+    async def aget_approval(self, approval_id: str) -> dict[str, Any] | None:
+        """:meth:`get_approval` on the event loop."""
+        async with self._aconnection() as conn:
+            row = await (await conn.execute(_APPROVAL, (approval_id,))).fetchone()
+        return None if row is None else loads(str(row[0]))
+
+    async def aupdate_approval(
+        self, approval_id: str, expected_state: str, record: dict[str, Any]
+    ) -> bool:
+        """:meth:`update_approval` on the event loop."""
+        text = record_text(record)
+        async with self._apipeline() as (conn, pipe):
+            await conn.execute(_LOCK, (approval_id,))
+            cur = await conn.execute(_APPROVAL, (approval_id,))
+            await pipe.sync()
+            row = await cur.fetchone()
+            if row is None or loads(str(row[0])).get("state") != expected_state:
+                return False
+            await conn.execute(_REPLACE_APPROVAL, (record["state"], text, approval_id))
+            return True
+
+    async def alist_approvals(self, state: str | None = None) -> list[dict[str, Any]]:
+        """:meth:`list_approvals` on the event loop."""
+        async with self._aconnection() as conn:
+            if state is None:
+                rows = await (await conn.execute(_APPROVALS)).fetchall()
+            else:
+                rows = await (await conn.execute(_APPROVALS_IN, (state,))).fetchall()
+        return [loads(str(row[0])) for row in rows]
+
+    # ----
 
     def owner_gone(self, claim: Claim) -> bool:
         return owner_gone(claim.host, claim.pid, claim.start_time, local_host=self.host)
 
     def close(self) -> None:
-        """Close the pool's connections."""
+        """Close the pools' connections (an async pool's too, when its loop is not running)."""
         with self._schema_lock:
             if self._closed:
                 return
             self._closed = True
-            pool = self._pool if self._pool_pid == os.getpid() else None
-        if pool is not None:
+            pools = list(self._pools.values()) if self._pool_pid == this_process()[0] else []
+            apools, self._apools = list(self._apools.values()), {}
+        for pool in pools:
             pool.close()
+        for loop, apool in apools:
+            if not loop.is_closed() and not loop.is_running():
+                with contextlib.suppress(Exception):
+                    loop.run_until_complete(apool.close())
+
+    async def aclose(self) -> None:
+        """Close the async pool of the running loop, then everything :meth:`close` closes."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        for durable, (owner, apool) in list(self._apools.items()):
+            if owner is loop:
+                del self._apools[durable]
+                await apool.close()
+        await asyncio.to_thread(self.close)
 
     def __repr__(self) -> str:
         ttl = self.claim_ttl_seconds
         return f"PostgresIdempotencyStore({self.address!r}, claim_ttl_seconds={ttl:g})"
 
 
-def _looks_dead(conn: psycopg.Connection[Any]) -> bool:
+def _with_lease(claim: Claim, lease_until: float) -> Claim:
+    return Claim(claim.token, claim.fingerprint, claim.host, claim.pid, claim.start_time,
+                 lease_until)
+
+
+async def _to_thread(fn: Any) -> None:
+    import asyncio
+
+    await asyncio.to_thread(fn)
+
+
+def _lost(exc: BaseException | None) -> bool:
+    """The connection died under the statement (not a timeout, not a refusal)."""
+    import psycopg
+
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    return getattr(exc, "sqlstate", None) in (None, "57P01", "57P02", "57P03")  # shutdowns
+
+
+def _looks_dead(conn: Any) -> bool:
     """An idle connection with something to read (the server's goodbye), or closed."""
     if conn.closed or conn.broken:
         return True
@@ -460,8 +866,3 @@ def _looks_dead(conn: psycopg.Connection[Any]) -> bool:
     except (OSError, ValueError):
         return True
     return bool(readable)
-
-
-def _configure(conn: psycopg.Connection[Any]) -> None:
-    """Every pooled connection: commits wait for the WAL flush (see "Durability")."""
-    conn.execute("SET synchronous_commit = on")

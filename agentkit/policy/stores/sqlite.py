@@ -8,17 +8,27 @@ SQLite durability (``PRAGMA synchronous``)
     acceptable for reversible writes: a lost claim or result only means the tool's status
     lookup is asked again, and it re-checks the real output. It is not acceptable for an
     irreversible write, whose claim must be on disk *before* the message or payment goes
-    out, or a reboot could forget it and send it twice. So ``run_once(..., full_sync=True)``
-    and every approval write commit with ``synchronous=FULL`` (fsync at every commit).
+    out, or a reboot could forget it and send it twice. So the claim of
+    ``run_once(..., full_sync=True)`` and every approval write commit with
+    ``synchronous=FULL`` (fsync at every commit), on connections kept at that level (a pool
+    per level: nothing is toggled per call). The result's commit need not be flushed: a
+    power cut that loses it leaves the durable claim, and the status lookup settles the key.
 
-SQLite concurrency
-    Every check-then-write (claim, takeover, completion, approval compare-and-swap) runs in
-    a ``BEGIN IMMEDIATE`` transaction, which takes the database's write lock up front, so
-    two processes can never both see "free" and both claim. The operation and the status
-    lookup run outside any transaction: a slow tool never holds the lock. Storing the
-    result and removing the claim is one transaction, so no crash can leave "done" without
-    a result or a result still claimed. Connections are pooled per store and never used by
-    two threads at once; a busy database is waited for up to ``busy_timeout`` (10 s).
+SQLite concurrency and cost
+    One row per key (``keys``): a claim while ``result`` is NULL, a completed key once it is
+    set. A new key is one read (a replay never takes the write lock), one ``INSERT OR
+    IGNORE`` (atomic on the primary key: two processes can never both claim) and, once the
+    operation returns, one ``UPDATE ... WHERE key = ? AND token = ?``: each is its own
+    autocommit transaction. A key claimed already (in progress, stale, taken over) takes the
+    careful path, a ``BEGIN IMMEDIATE`` transaction that takes the database's write lock up
+    front. The operation and the status lookup run outside any transaction: a slow tool
+    never holds the lock. Connections are pooled per store and never used by two threads at
+    once; a busy database is waited for up to ``busy_timeout`` (10 s).
+
+Schema version
+    ``PRAGMA user_version`` holds the layout's version (:data:`SCHEMA_VERSION`). A file of
+    version 1 (a ``results`` and a ``claims`` table) is migrated in place, in one
+    transaction, when a store opens it; a newer one is refused with a clear error.
 
 Failures
     Every ``sqlite3`` error (a lock held past ``busy_timeout``, a corrupt or read-only file,
@@ -44,48 +54,77 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
-from agentkit.policy.stores.algorithm import Claim, StoreBase, StoreError
-from agentkit.policy.stores.owner import owner_gone
+from agentkit.policy.stores.algorithm import (
+    CLAIMED,
+    Claim,
+    Result,
+    StoreBase,
+    StoreError,
+    let_go,
+)
+from agentkit.policy.stores.owner import owner_gone, this_process
 
-__all__ = ["BUSY_TIMEOUT_SECONDS", "SQLiteIdempotencyStore", "SQLiteTransaction"]
+__all__ = ["BUSY_TIMEOUT_SECONDS", "SCHEMA_VERSION", "SQLiteIdempotencyStore", "SQLiteTransaction"]
 
 logger = logging.getLogger("agentkit.policy.stores")
 
 #: How long a connection waits for another writer before giving up (SQLite ``busy_timeout``).
 BUSY_TIMEOUT_SECONDS = 10.0
 
-# results and claims are keyed by their text key alone: WITHOUT ROWID keeps each in one
-# b-tree instead of a rowid table plus the primary key's index, so a new key's claim and
-# result write half the pages (a store file made before this keeps its tables; the queries
-# are the same). approvals keep their rowid: it is the creation order list_approvals uses.
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS results (
+#: The layout of the tables below (``PRAGMA user_version``). Version 1 (``user_version`` 0,
+#: a ``results`` and a ``claims`` table) is migrated in place when a store opens the file;
+#: a file with a higher version is refused.
+SCHEMA_VERSION = 2
+
+# One row per key: a claim (token set, result NULL) or a completed result (token NULL), so a
+# new key costs one INSERT to claim and one UPDATE to complete. Keyed by its text key alone:
+# WITHOUT ROWID keeps it in one b-tree. approvals keep their rowid: it is the creation order
+# list_approvals uses.
+_KEYS = """CREATE TABLE IF NOT EXISTS keys (
     key TEXT PRIMARY KEY,
+    token TEXT,
     fingerprint TEXT,
-    result TEXT NOT NULL,
-    completed_at REAL NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS claims (
-    key TEXT PRIMARY KEY,
-    token TEXT NOT NULL,
-    fingerprint TEXT,
-    host TEXT NOT NULL,
-    pid INTEGER NOT NULL,
+    host TEXT,
+    pid INTEGER,
     start_time INTEGER,
-    lease_until REAL NOT NULL,
-    claimed_at REAL NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS approvals (
+    lease_until REAL,
+    result TEXT,
+    updated_at REAL NOT NULL
+) WITHOUT ROWID"""
+_APPROVALS = """CREATE TABLE IF NOT EXISTS approvals (
     approval_id TEXT PRIMARY KEY,
     state TEXT NOT NULL,
     record TEXT NOT NULL,
     updated_at REAL NOT NULL
-);
-"""
+)"""
+# Version 1 kept results and claims in two tables; a key in both is completed.
+_MIGRATE_FROM_1 = [
+    ("INSERT INTO keys (key, fingerprint, result, updated_at)"
+    " SELECT key, fingerprint, result, completed_at FROM results"),
+    ("INSERT OR IGNORE INTO keys (key, token, fingerprint, host, pid, start_time, lease_until,"
+    " updated_at) SELECT key, token, fingerprint, host, pid, start_time, lease_until,"
+    " claimed_at FROM claims"),
+    "DROP TABLE results",
+    "DROP TABLE claims",
+]
 
 _CLAIM_COLUMNS = "token, fingerprint, host, pid, start_time, lease_until"
+_ENTRY = "SELECT result, fingerprint FROM keys WHERE key = ?"
+_INSERT_CLAIM = (
+    f"INSERT OR IGNORE INTO keys (key, {_CLAIM_COLUMNS}, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_COMPLETE = "UPDATE keys SET result = ?, token = NULL, updated_at = ? WHERE key = ? AND token = ?"
+# The claim was lost (taken over, released): keep the result anyway, unless one is there.
+_COMPLETE_LOST = (
+    "INSERT INTO keys (key, fingerprint, result, updated_at) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (key) DO UPDATE SET result = excluded.result, token = NULL,"
+    " fingerprint = excluded.fingerprint, updated_at = excluded.updated_at"
+    " WHERE keys.result IS NULL"
+)
+_DROP = "DELETE FROM keys WHERE key = ? AND token = ?"
+_ABANDON = "UPDATE keys SET lease_until = 0.0, updated_at = ? WHERE key = ? AND token = ?"
 
 
 class SQLiteTransaction:
@@ -103,46 +142,36 @@ class SQLiteTransaction:
         pass  # BEGIN IMMEDIATE already holds the database's write lock
 
     def result(self, key: str) -> tuple[str | None, str] | None:
-        row = self._c.execute(
-            "SELECT fingerprint, result FROM results WHERE key = ?", (key,)
-        ).fetchone()
-        return None if row is None else (row[0], row[1])
+        row = self._c.execute(_ENTRY, (key,)).fetchone()
+        return None if row is None or row[0] is None else (row[1], row[0])
 
     def claim(self, key: str) -> Claim | None:
         row = self._c.execute(
-            f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE key = ?", (key,)
+            f"SELECT {_CLAIM_COLUMNS} FROM keys WHERE key = ? AND result IS NULL", (key,)
         ).fetchone()
         return None if row is None else Claim(*row)
 
     def insert_claim(self, key: str, claim: Claim) -> bool:
-        cur = self._c.execute(
-            f"INSERT OR IGNORE INTO claims (key, {_CLAIM_COLUMNS}, claimed_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (key, *_claim_row(claim), time.time()),
-        )
+        cur = self._c.execute(_INSERT_CLAIM, (key, *_claim_row(claim), time.time()))
         return cur.rowcount == 1
 
     def replace_claim(self, key: str, token: str, claim: Claim) -> bool:
         cur = self._c.execute(
-            "UPDATE claims SET token = ?, fingerprint = ?, host = ?, pid = ?, start_time = ?,"
-            " lease_until = ?, claimed_at = ? WHERE key = ? AND token = ?",
+            "UPDATE keys SET token = ?, fingerprint = ?, host = ?, pid = ?, start_time = ?,"
+            " lease_until = ?, updated_at = ? WHERE key = ? AND token = ?",
             (*_claim_row(claim), time.time(), key, token),
         )
         return cur.rowcount == 1
 
     def delete_claim(self, key: str, token: str | None) -> bool:
         if token is None:
-            cur = self._c.execute("DELETE FROM claims WHERE key = ?", (key,))
+            cur = self._c.execute("DELETE FROM keys WHERE key = ? AND result IS NULL", (key,))
         else:
-            cur = self._c.execute("DELETE FROM claims WHERE key = ? AND token = ?", (key, token))
+            cur = self._c.execute(_DROP, (key, token))
         return cur.rowcount == 1
 
-    def insert_result(self, key: str, fingerprint: str | None, text: str) -> None:
-        self._c.execute(
-            "INSERT OR IGNORE INTO results (key, fingerprint, result, completed_at)"
-            " VALUES (?, ?, ?, ?)",
-            (key, fingerprint, text, time.time()),
-        )
+    def complete(self, key: str, token: str, fingerprint: str | None, text: str) -> bool:
+        return _complete(self._c, key, token, fingerprint, text)
 
     def approval(self, approval_id: str) -> str | None:
         row = self._c.execute(
@@ -171,6 +200,18 @@ class SQLiteTransaction:
                 "SELECT record FROM approvals WHERE state = ? ORDER BY rowid", (state,)
             ).fetchall()
         return [str(row[0]) for row in rows]
+
+
+def _complete(
+    conn: sqlite3.Connection, key: str, token: str, fingerprint: str | None, text: str
+) -> bool:
+    """Store the result on our claim's row (one UPDATE; each statement is atomic on its
+    own); True when the claim was still ours."""
+    now = time.time()
+    if conn.execute(_COMPLETE, (text, now, key, token)).rowcount == 1:
+        return True
+    conn.execute(_COMPLETE_LOST, (key, fingerprint, text, now))
+    return False
 
 
 def _claim_row(claim: Claim) -> tuple[Any, ...]:
@@ -232,11 +273,13 @@ class SQLiteIdempotencyStore(StoreBase):
             raise ValueError("busy_timeout_seconds must be >= 0")
         _check_path(self.path)
         self._pool_lock = threading.Lock()
-        self._idle: list[sqlite3.Connection] = []
+        # A dedicated pool per durability level: a connection's ``synchronous`` is set once,
+        # never toggled per call. False: NORMAL; True: FULL (claims of full_sync calls, approvals).
+        self._idle: dict[bool, list[sqlite3.Connection]] = {False: [], True: []}
         self._inherited: list[sqlite3.Connection] = []
-        self._pid = os.getpid()
+        self._pid = this_process()[0]
         self._closed = False
-        conn = self._connect()
+        conn = self._connect(full_sync=False)
         try:
             self._setup(conn)
         except sqlite3.Error as exc:
@@ -245,21 +288,21 @@ class SQLiteIdempotencyStore(StoreBase):
         except BaseException:
             conn.close()
             raise
-        self._idle.append(conn)
+        self._idle[False].append(conn)
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, *, full_sync: bool) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(
                 self.path,
                 timeout=self.busy_timeout_seconds,
-                isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
+                isolation_level=None,  # autocommit; we issue BEGIN IMMEDIATE / COMMIT ourselves
                 check_same_thread=False,  # pooled: one thread at a time, maybe not the creator
             )
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open the database ({exc})") from exc
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_seconds * 1000)}")
-            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA synchronous = {'FULL' if full_sync else 'NORMAL'}")
         except sqlite3.Error as exc:
             conn.close()
             if _is_locked(exc):
@@ -274,7 +317,8 @@ class SQLiteIdempotencyStore(StoreBase):
         return str(exc)
 
     def _setup(self, conn: sqlite3.Connection) -> None:
-        """WAL and tables; retried because processes opening a new file at once may deadlock.
+        """WAL, and the tables at this version (created, or migrated in place); retried
+        because processes opening a new file at once may deadlock.
 
         Switching to WAL needs an exclusive lock, and SQLite answers "locked" at once,
         without waiting, when two connections would otherwise wait for each other.
@@ -285,9 +329,7 @@ class SQLiteIdempotencyStore(StoreBase):
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    for statement in _SCHEMA.split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
+                    self._create_or_migrate(conn)
                     conn.execute("COMMIT")
                 except BaseException:
                     conn.execute("ROLLBACK")
@@ -302,43 +344,73 @@ class SQLiteIdempotencyStore(StoreBase):
                 "%s: WAL unavailable (journal_mode=%s); readers will wait", self.path, mode
             )
 
+    def _create_or_migrate(self, conn: sqlite3.Connection) -> None:
+        """Inside the setup's write transaction: refuse a newer layout, migrate an older."""
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version == SCHEMA_VERSION:
+            return
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: the file holds agentkit store schema version {version}, newer"
+                f" than this agentkit understands ({SCHEMA_VERSION}); upgrade agentkit, or use"
+                " another file"
+            )
+        old = {row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('results', 'claims')"
+        )}
+        conn.execute(_KEYS)
+        conn.execute(_APPROVALS)
+        if old == {"results", "claims"}:
+            for statement in _MIGRATE_FROM_1:
+                conn.execute(statement)
+            logger.info("%s: migrated the store to schema version %d", self.path, SCHEMA_VERSION)
+        elif old:
+            raise StoreError(f"{self.path}: not an agentkit store (tables {sorted(old)} only)")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
     # ---- connection pool
 
-    def _checkout(self) -> sqlite3.Connection:
+    def _checkout(self, full_sync: bool = False) -> sqlite3.Connection:
         with self._pool_lock:
             if self._closed:
                 raise StoreError(f"{self.path}: the store is closed")
-            if self._pid != os.getpid():
+            if self._pid != this_process()[0]:
                 # A forked child must not use (or close) its parent's connections.
-                self._inherited.extend(self._idle)
-                self._idle = []
-                self._pid = os.getpid()
-            if self._idle:
-                return self._idle.pop()
-        return self._connect()
+                for idle in self._idle.values():
+                    self._inherited.extend(idle)
+                    idle.clear()
+                self._pid = this_process()[0]
+            idle = self._idle[full_sync]
+            if idle:
+                return idle.pop()
+        return self._connect(full_sync=full_sync)
 
-    def _checkin(self, conn: sqlite3.Connection, *, healthy: bool) -> None:
+    def _checkin(self, conn: sqlite3.Connection, *, healthy: bool, full_sync: bool = False) -> None:
         with self._pool_lock:
-            if healthy and not self._closed and self._pid == os.getpid():
-                self._idle.append(conn)
+            if healthy and not self._closed and self._pid == this_process()[0]:
+                self._idle[full_sync].append(conn)
                 return
         conn.close()
 
+    def _failed(self, conn: sqlite3.Connection, exc: sqlite3.Error, full_sync: bool) -> NoReturn:
+        """Give the connection back (or close it) and raise the StoreError for ``exc``."""
+        healthy = _is_locked(exc)  # a lock timeout leaves the connection usable
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            healthy = False
+        self._checkin(conn, healthy=healthy, full_sync=full_sync)
+        raise StoreError(f"{self.path}: {self._reason(exc)}") from exc
+
     @contextmanager
-    def transaction(self, *, write: bool, full_sync: bool = False) -> Iterator[SQLiteTransaction]:
-        """A write is one BEGIN IMMEDIATE transaction; a read is a single autocommit SELECT."""
-        conn = self._checkout()
-        full_sync = write and full_sync
+    def _connection(self, full_sync: bool) -> Iterator[sqlite3.Connection]:
+        """A pooled connection of that durability; every sqlite3 error is a StoreError."""
+        conn = self._checkout(full_sync)
         healthy = True
         try:
             try:
-                if full_sync:
-                    conn.execute("PRAGMA synchronous = FULL")
-                if write:
-                    conn.execute("BEGIN IMMEDIATE")
-                yield SQLiteTransaction(conn, self.clock)
-                if write:
-                    conn.execute("COMMIT")
+                yield conn
             except sqlite3.Error as exc:
                 healthy = _is_locked(exc)  # a lock timeout leaves the connection usable
                 raise StoreError(f"{self.path}: {self._reason(exc)}") from exc
@@ -346,11 +418,66 @@ class SQLiteIdempotencyStore(StoreBase):
             try:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-                if full_sync:
-                    conn.execute("PRAGMA synchronous = NORMAL")
             except sqlite3.Error:
                 healthy = False  # do not mask the error propagating; never reuse it
-            self._checkin(conn, healthy=healthy)
+            self._checkin(conn, healthy=healthy, full_sync=full_sync)
+
+    @contextmanager
+    def transaction(self, *, write: bool, full_sync: bool = False) -> Iterator[SQLiteTransaction]:
+        """A write is one BEGIN IMMEDIATE transaction; a read is a single autocommit SELECT."""
+        with self._connection(write and full_sync) as conn:
+            if write:
+                conn.execute("BEGIN IMMEDIATE")
+            yield SQLiteTransaction(conn, self.clock)
+            if write:
+                conn.execute("COMMIT")
+
+    # ---- the steps: a new key is one read and one INSERT, its completion one UPDATE
+
+    def claim(
+        self, key: str, fingerprint: str | None, ttl: float, *, may_take_over: bool,
+        full_sync: bool = False,
+    ) -> Result | tuple[str, Claim]:
+        """A read (a replay never takes the write lock), then for a free key one
+        ``INSERT OR IGNORE`` (the primary key makes it atomic); a key claimed already takes
+        the careful path, one ``BEGIN IMMEDIATE`` transaction."""
+        conn = self._checkout(full_sync)  # (no context manager: this is the hot path)
+        try:
+            row = conn.execute(_ENTRY, (key,)).fetchone()
+            if row is None:
+                mine = self.new_claim(fingerprint, self.clock(), ttl)
+                inserted = conn.execute(_INSERT_CLAIM, (key, *_claim_row(mine), time.time()))
+                if inserted.rowcount == 1:
+                    self._checkin(conn, healthy=True, full_sync=full_sync)
+                    return (CLAIMED, mine)
+        except sqlite3.Error as exc:
+            self._failed(conn, exc, full_sync)
+        self._checkin(conn, healthy=True, full_sync=full_sync)
+        if row is not None and row[0] is not None:
+            return self._replay((row[1], row[0]), fingerprint)
+        return self.claim_carefully(key, fingerprint, ttl, may_take_over, full_sync)
+
+    def complete(self, key: str, mine: Claim, result: Result, full_sync: bool = False) -> None:
+        """One UPDATE on the claim's row, at NORMAL even for ``full_sync`` (only the claim
+        needs the fsync: a result lost in a power cut leaves the claim for the lookup)."""
+        text = self.result_text(key, mine, result)
+        conn = self._checkout(False)
+        try:
+            still_mine = _complete(conn, key, mine.token, mine.fingerprint, text)
+        except sqlite3.Error as exc:
+            self._failed(conn, exc, False)
+        self._checkin(conn, healthy=True)
+        if not still_mine:
+            self.claim_lost(key)
+
+    def drop(self, key: str, mine: Claim) -> None:
+        with self._connection(False) as conn:
+            conn.execute(_DROP, (key, mine.token))
+
+    def abandon_claim(self, key: str, mine: Claim) -> None:
+        let_go(mine.token)
+        with self._connection(False) as conn:
+            conn.execute(_ABANDON, (time.time(), key, mine.token))
 
     # ---- staleness
 
@@ -363,7 +490,9 @@ class SQLiteIdempotencyStore(StoreBase):
             if self._closed:
                 return
             self._closed = True
-            idle, self._idle = self._idle, []
+            idle = [conn for pool in self._idle.values() for conn in pool]
+            for pool in self._idle.values():
+                pool.clear()
         for conn in idle:
             conn.close()
 

@@ -1,0 +1,107 @@
+"""The effects the policy asks for: the whole vocabulary between the steps and the drivers.
+
+The policy (:mod:`agentkit.policy.steps`) is written as generators that *yield* these small
+requests and receive each one's answer (or its exception, thrown in at the ``yield``); the
+drivers (:mod:`agentkit.policy.drivers`) perform them, one for sync callers and one for async
+callers. Nothing here does anything: each class only names a request (docs/design.md#drivers).
+They are made on every step of every call, so they are plain slotted classes (a frozen
+dataclass pays an ``object.__setattr__`` per field); nobody changes one after it is yielded.
+
+A generator of steps may also yield a :class:`~agentkit.policy.events.CallEvent`, which the
+driver hands to the runner's observers at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from agentkit.boundary.concurrency import Attempt
+from agentkit.boundary.registry import RegisteredTool
+
+__all__ = [
+    "PROTECT",
+    "AskLookup",
+    "Invoke",
+    "Pause",
+    "Protect",
+    "RunAttempt",
+    "Steps",
+    "StoreStep",
+    "WhenDone",
+]
+
+T = TypeVar("T")
+
+#: A generator of steps: yields effects and events, is sent each effect's answer, returns T.
+Steps = Generator[Any, Any, T]
+
+
+@dataclass(slots=True)
+class RunAttempt:
+    """One handler attempt through the boundary. Answer: ``(result dict, Attempt)``."""
+
+    entry: RegisteredTool
+    arguments: dict[str, Any]
+    call_id: str
+
+
+@dataclass(slots=True)
+class AskLookup:
+    """Run the tool's status lookup as one bounded attempt (``probe`` receives its value or
+    error; ``finish`` renders a receipt). Answer: "finished", "timeout" or "busy"."""
+
+    lookup: Callable[..., Any]
+    arguments: dict[str, Any]
+    timeout: float
+    probe: Attempt
+    finish: Callable[[Any], Any]
+
+
+@dataclass(slots=True)
+class Pause:
+    """Wait ``seconds`` (the injected ``sleep``, or its async twin). Answer: None."""
+
+    seconds: float
+
+
+@dataclass(slots=True)
+class StoreStep:
+    """One atomic store step, ``store.<name>(*args, **kwargs)`` (or its async twin
+    ``store.a<name>``). Answer: what the step returns; raises ``StoreError``."""
+
+    name: str
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Invoke:
+    """Call a plain function given from outside (``run_once``'s operation). Answer: its value."""
+
+    function: Callable[[], Any]
+
+
+@dataclass(slots=True)
+class WhenDone:
+    """Perform ``then`` (a store step) once ``attempt``'s handler has really returned: now if
+    it has; otherwise later, from wherever it returns, where a failing store is only logged.
+    Answer: None (a ``StoreError`` of a step done now is thrown in)."""
+
+    attempt: Attempt
+    then: StoreStep
+
+
+class Protect:
+    """From here on the call does bookkeeping (claims, results, approvals) that must reach its
+    end even if the caller goes away: the async driver finishes the call in a task of its own
+    that a cancelled caller cannot cancel. The sync driver has nothing to do."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "PROTECT"
+
+
+PROTECT = Protect()

@@ -1,0 +1,119 @@
+"""Policy events: what a call did, step by step, for whoever watches (the trace, spans, logs).
+
+The policy (:mod:`agentkit.policy.steps`) yields a :class:`CallEvent` at every step a person
+or a tool might want to see, and the driver running the call hands it to the runner's
+observers (:class:`Observers`) at once, on the caller's thread (sync driver) or in the caller's
+task context (async driver), never from a handler's worker thread: an observer may take the
+contextvars-current span as its parent. The in-memory :class:`~agentkit.policy.trace.Trace`
+is one observer; the OpenTelemetry one lives in ``agentkit.faces`` (docs/design.md#events).
+
+Per public entry point (``call``/``acall``, ``approve``/``aapprove``, ``deny``/``adeny``):
+exactly one ``call_started`` first and one ``call_ended`` last (with the result the model
+sees), with the same ``call_id``. In between, every handler attempt is ``attempt_started`` then
+``attempt_ended`` (same ``number``), every status lookup ``lookup_started`` then
+``lookup_ended``; a stored result returned is ``replay``; a refusal that ran nothing is
+``refused``; an approval opened (or found pending) is ``approval_asked``, one settled by a
+person is ``approval_settled``.
+
+An observer that raises is logged on the ``agentkit`` logger and ignored: no observer can
+change a result.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentkit.boundary.concurrency import Attempt
+
+__all__ = ["KINDS", "CallEvent", "Observer", "Observers"]
+
+log = logging.getLogger("agentkit")
+
+KINDS = (
+    "call_started", "call_ended", "attempt_started", "attempt_ended",
+    "lookup_started", "lookup_ended", "replay", "refused",
+    "approval_asked", "approval_settled",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CallEvent:
+    """One step of one call. ``at`` is ``time.monotonic()``; ``outcome`` is ``"ok"``, an
+    ``ErrorCode`` value, or for lookups ``"done"``/``"not_done"``/``"unknown"``."""
+
+    kind: str  # one of KINDS
+    call_id: str
+    tool: str  # the tool's name (safe_name(name) when unknown)
+    effect: str  # Effect value; "" when the tool is unknown
+    at: float  # time.monotonic()
+    number: int = 0  # attempt / lookup number within the call (1-based); 0 otherwise
+    outcome: str = ""
+    handler_ran: bool = False  # attempt_ended: the handler really started
+    approval_id: str = ""  # approval_asked / approval_settled
+    operation: str = "call"  # call_started/call_ended: "call" | "approve" | "deny"
+    result: Mapping[str, Any] | None = None  # call_ended: the final result dict the model sees
+    # attempt_ended: the boundary's Attempt (its times), for the Trace; observers must not keep it
+    attempt: Attempt | None = field(default=None, repr=False, compare=False)
+
+
+def _fast_init(
+    self: CallEvent, kind: str, call_id: str, tool: str, effect: str, at: float, number: int = 0,
+    outcome: str = "", handler_ran: bool = False, approval_id: str = "", operation: str = "call",
+    result: Mapping[str, Any] | None = None, attempt: Attempt | None = None,
+) -> None:
+    """The dataclass's own ``__init__``, without its per-field ``object.__setattr__`` lookups:
+    each slot is filled by its descriptor (an event is made at every step of every call)."""
+    _set_kind(self, kind)
+    _set_call_id(self, call_id)
+    _set_tool(self, tool)
+    _set_effect(self, effect)
+    _set_at(self, at)
+    _set_number(self, number)
+    _set_outcome(self, outcome)
+    _set_handler_ran(self, handler_ran)
+    _set_approval_id(self, approval_id)
+    _set_operation(self, operation)
+    _set_result(self, result)
+    _set_attempt(self, attempt)
+
+
+_slots = CallEvent.__dict__
+(_set_kind, _set_call_id, _set_tool, _set_effect, _set_at, _set_number, _set_outcome,
+ _set_handler_ran, _set_approval_id, _set_operation, _set_result, _set_attempt) = (
+    _slots[name].__set__ for name in CallEvent.__dataclass_fields__)
+CallEvent.__init__ = _fast_init  # type: ignore[method-assign]
+
+#: An observer is any callable taking one event; its return value is ignored.
+Observer = Callable[[CallEvent], None]
+
+
+class Observers:
+    """The observers of one runner. Adding and removing swap an immutable tuple, so emitting
+    (on the hot path, from many threads) takes no lock."""
+
+    __slots__ = ("_all",)
+
+    def __init__(self) -> None:
+        self._all: tuple[Observer, ...] = ()
+
+    def add(self, observer: Observer) -> Callable[[], None]:
+        """Register ``observer``; returns a function that removes it again."""
+        if not callable(observer):
+            raise TypeError("an observer must be callable with one CallEvent")
+        self._all = (*self._all, observer)
+
+        def remove() -> None:
+            self._all = tuple(o for o in self._all if o is not observer)
+
+        return remove
+
+    def emit(self, event: CallEvent) -> None:
+        """Hand ``event`` to every observer; one that raises is logged and skipped."""
+        for observer in self._all:
+            try:
+                observer(event)
+            except Exception:
+                log.exception("%s: an observer failed on %s", event.call_id, event.kind)

@@ -1,0 +1,724 @@
+"""The runner's policy, written once: plain steps that decide, and ask for every effect.
+
+The chapter's rule: *a timeout does not prove a write failed.* So
+
+- a **read** may simply be asked again: transient failures, timeouts and ``busy`` are retried
+  up to ``max_attempts`` attempts in all, with jittered backoff;
+- a **reversible write** runs under an idempotency key that names the business intent. A
+  completed key replays its stored result. After a disconnect or a timeout the policy first
+  asks the tool's status lookup whether the write already took effect: done → the receipt is
+  the result; not done → retry with the same key (never beside a timed-out attempt that is
+  still running, whose "not done" proves nothing); unknown, or no lookup → ``outcome_unknown``,
+  and it never rewrites blindly;
+- an **irreversible write** runs nothing on its first call: it returns ``approval_required``,
+  and ``approve(id)`` runs exactly that call once, with no retry. If that one attempt ends in
+  doubt (a disconnect, a timeout), the status lookup decides: done → the receipt; not done →
+  ``transient_failure``, not retryable; unknown or no lookup → ``outcome_unknown``.
+
+Every handler attempt and status lookup spends one unit of the task's :class:`Budget`.
+
+How it is written (docs/design.md#drivers). Every step is a generator: it decides, and for
+anything that touches the world it *yields* a request (:mod:`agentkit.policy.effects`: run an
+attempt, ask the status lookup, pause, one store step) and receives the answer, or the
+exception, at the ``yield``. It also yields a :class:`~agentkit.policy.events.CallEvent` at
+each step worth watching. It performs no I/O itself, so one policy serves two drivers
+(:mod:`agentkit.policy.drivers`): ``call``/``approve``/``deny``/``run_once`` and
+``acall``/``aapprove``/``adeny`` get the same results by construction. A failure is thrown into
+the step that asked, so cleanup that writes (dropping or abandoning a claim) is a step like
+any other, on both drivers.
+
+The retry loop is written out here rather than borrowed from tenacity or stamina: between
+attempts of a write it must call the status lookup, it must reserve and refund budget units
+per attempt, and it must know whether the last attempt's handler is still running. Those
+libraries retry a function; this loop has to look at what the function left behind
+(tenacity's "decide, then act" split of ``iter()`` is the ancestor of these steps).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agentkit.boundary.canonical import canonical_json
+from agentkit.boundary.concurrency import Attempt, WorkerUnavailable
+from agentkit.boundary.context import CallContext
+from agentkit.boundary.errors import ErrorCode, failure
+from agentkit.boundary.invoke import preflight, renderer
+from agentkit.boundary.redaction import safe_name
+from agentkit.boundary.registry import RegisteredTool, ToolRegistry
+from agentkit.boundary.spec import Effect, ToolSpec
+from agentkit.policy.approvals import (
+    DENIED,
+    REFUSED,
+    REPLAY,
+    RUN,
+    RUNNING,
+    SETTLED,
+    Approvals,
+    Step,
+    public_view,
+    settled_result,
+)
+from agentkit.policy.backoff import Backoff
+from agentkit.policy.budget import Budget
+from agentkit.policy.effects import (
+    PROTECT,
+    AskLookup,
+    Invoke,
+    Pause,
+    RunAttempt,
+    Steps,
+    StoreStep,
+    WhenDone,
+)
+from agentkit.policy.events import CallEvent
+from agentkit.policy.stores.algorithm import (
+    TAKEN_OVER,
+    Claim,
+    Result,
+    StoreError,
+    hold,
+    is_live,
+    is_ok,
+    let_go,
+)
+
+__all__ = ["Call", "Policy", "finish", "invoke", "once"]
+
+log = logging.getLogger("agentkit")
+store_log = logging.getLogger("agentkit.policy.stores")
+
+_READ_RETRY = {ErrorCode.TRANSIENT_FAILURE.value, ErrorCode.OUTCOME_UNKNOWN.value, ErrorCode.BUSY.value}
+_UNSURE = {ErrorCode.TRANSIENT_FAILURE.value, ErrorCode.OUTCOME_UNKNOWN.value}
+_IRREVERSIBLE = Effect.IRREVERSIBLE_WRITE.value
+
+
+@dataclass(slots=True)
+class Call:
+    """One call or approved run in progress: what runs, and how many attempts it made."""
+
+    call_id: str
+    entry: RegisteredTool
+    arguments: dict[str, Any]
+    key: str = ""  # the idempotency key, for writes
+    fingerprint: str = ""  # the payload's identity, for writes
+    number: int = 0  # steps that tried to run the handler (busy ones included)
+    attempts: int = 0  # handler attempts that really started
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self.entry.spec
+
+    def event(self, kind: str, number: int = 0, outcome: str = "", handler_ran: bool = False,
+              attempt: Attempt | None = None, approval_id: str = "") -> CallEvent:
+        spec = self.entry.spec
+        return CallEvent(kind, self.call_id, spec.name, spec.effect.value, time.monotonic(),
+                         number, outcome, handler_ran, approval_id, "call", None, attempt)
+
+
+class Policy:
+    """The policy of one runner: each public operation is a generator of steps."""
+
+    def __init__(self, registry: ToolRegistry, store: Any, budget: Budget, context: CallContext,
+                 backoff: Backoff, approvals: Approvals) -> None:
+        self.registry = registry
+        self.store = store
+        self.budget = budget
+        self.context = context
+        self.backoff = backoff
+        self.approvals = approvals
+
+    # ------------------------------------------------------------------ entry points
+
+    def call(self, name: Any, arguments: Any, call_id: str) -> Steps[dict[str, Any]]:
+        """One model tool call under its effect's policy; never raises for model input.
+
+        A bug anywhere below (a hostile argument object, a misbehaving policy or store) is
+        logged and answered as a stable error: ``tool_failure`` when nothing ran,
+        ``outcome_unknown`` (not retryable) when a handler attempt had started.
+        """
+        started = time.monotonic()
+        entry, checked, refusal = preflight(self.registry, name, arguments, self.context, call_id)
+        tool = entry.spec.name if entry is not None else safe_name(name)
+        effect = entry.spec.effect.value if entry is not None else ""
+        yield CallEvent("call_started", call_id, tool, effect, started)
+        call: Call | None = None
+        try:
+            if refusal is not None:
+                yield CallEvent("refused", call_id, tool, effect, time.monotonic(),
+                                outcome=refusal["error"])
+                result = finish(refusal, 0, False, effect)
+            else:
+                assert entry is not None and checked is not None
+                call = Call(call_id, entry, checked)
+                if entry.spec.effect is Effect.READ:
+                    result = yield from self._read(call)
+                else:
+                    result = yield from self._write(call)
+        except GeneratorExit:
+            raise
+        except Exception:
+            log.exception("%s %s: the runner failed", call_id, tool)
+            result = runner_failed(call)
+        except BaseException:  # the caller went away (an interrupt, a cancelled task)
+            yield CallEvent("call_ended", call_id, tool, effect, time.monotonic(),
+                            result=runner_failed(call))
+            raise
+        yield CallEvent("call_ended", call_id, tool, effect, time.monotonic(), result=result)
+        return result
+
+    def _write(self, call: Call) -> Steps[dict[str, Any]]:
+        try:
+            self._keys(call)
+        except Exception:
+            log.exception("%s %s: idempotency_key failed", call.call_id, call.spec.name)
+            yield call.event("refused", outcome=ErrorCode.TOOL_FAILURE.value)
+            return finish(failure(ErrorCode.TOOL_FAILURE), 0, False, call.spec.effect.value)
+        if call.spec.effect is Effect.REVERSIBLE_WRITE:
+            return (yield from self._reversible(call))
+        return (yield from self._ask_approval(call))
+
+    def approve(self, approval_id: Any, call_id: str) -> Steps[dict[str, Any]]:
+        """Run the one call this approval was asked for, once; again returns the same result.
+
+        The state machine (:mod:`agentkit.policy.approvals`) decides whether this approver
+        runs it; the run goes through the idempotency store, so an approver that died mid-run
+        is recovered by the status lookup (or ``outcome_unknown``), never simply run again.
+        A store that cannot be used answers ``busy``: nothing ran.
+        """
+        started = time.monotonic()
+        yield PROTECT
+        tool, effect = yield from self._named(approval_id)
+        body = self._approve(approval_id, call_id, started)
+        return (yield from _framed(body, "approve", call_id, tool, effect, started, lambda: _busy()))
+
+    def _approve(self, approval_id: Any, call_id: str, started: float) -> Steps[dict[str, Any]]:
+        prepared: list[Call] = []
+        try:
+            step = yield from self.approvals.begin(
+                approval_id, lambda record: self._prepare(call_id, record, prepared))
+            if step.action != RUN:
+                return (yield from self._answer_approval(call_id, approval_id, step))
+            assert step.record is not None and prepared
+            call, record = prepared[-1], step.record
+            result = yield from self._run_approved(call, record)
+        except StoreError as exc:
+            log.error("%s approve %s: the store failed before anything ran: %s",
+                      call_id, safe_name(approval_id), exc)
+            return _busy()
+        settled = finish({k: v for k, v in result.items() if k != "replayed"}, call.attempts,
+                         False, _IRREVERSIBLE)
+        try:
+            if (yield from self.approvals.finish(record, settled, ran=call.attempts > 0)):
+                yield call.event("approval_settled", approval_id=record["approval_id"],
+                                 outcome=_outcome(settled))
+        except StoreError as exc:  # the run's outcome is known and returned; the record waits
+            log.error("%s %s: the approval could not be settled in the store: %s",
+                      call_id, call.spec.name, exc)
+        return finish(result, call.attempts, bool(result.get("replayed")), _IRREVERSIBLE)
+
+    def deny(self, approval_id: Any, call_id: str) -> Steps[dict[str, Any]]:
+        """Settle a pending approval as ``forbidden``: nothing runs, now or later."""
+        started = time.monotonic()
+        yield PROTECT
+        tool, effect = yield from self._named(approval_id)
+        body = self._deny(approval_id, call_id)
+        return (yield from _framed(body, "deny", call_id, tool, effect, started, lambda: _busy()))
+
+    def _deny(self, approval_id: Any, call_id: str) -> Steps[dict[str, Any]]:
+        denied = finish(failure(ErrorCode.FORBIDDEN), 0, False, _IRREVERSIBLE)
+        try:
+            step = yield from self.approvals.deny(approval_id, denied)
+        except StoreError as exc:
+            log.error("%s deny %s: the store failed: %s", call_id, safe_name(approval_id), exc)
+            return _busy()
+        if step.action == DENIED:
+            assert step.record is not None
+            yield CallEvent("approval_settled", call_id, step.record["tool"], _IRREVERSIBLE,
+                            time.monotonic(), approval_id=step.record["approval_id"],
+                            outcome=ErrorCode.FORBIDDEN.value)
+            return dict(denied)
+        if step.action == REPLAY:
+            assert step.record is not None and step.result is not None
+            return (yield from self._replay_settled(call_id, step.record["tool"], step.result))
+        assert step.result is not None
+        return finish(step.result, 0, False, _IRREVERSIBLE)
+
+    def pending(self) -> Steps[list[dict[str, Any]]]:
+        """What a person is shown of every approval still waiting in the store."""
+        return [public_view(record) for record in (yield from self.approvals.pending())]
+
+    # ------------------------------------------------------------------ reads
+
+    def _read(self, call: Call) -> Steps[dict[str, Any]]:
+        result: dict[str, Any] = {}
+        for number in range(1, call.spec.max_attempts + 1):
+            if number > 1:
+                yield Pause(self.backoff.delay(number - 1))
+            result, attempt = yield from self._attempt(call)
+            if attempt is None or result["ok"] or result["error"] not in _READ_RETRY:
+                break
+        return finish(result, call.attempts, False, Effect.READ.value)
+
+    # ------------------------------------------------------------------ reversible writes
+
+    def _keys(self, call: Call) -> None:
+        """The idempotency key and the payload's fingerprint, from one canonical text of the
+        arguments (the fingerprint's text is that of ``{"arguments": …, "tool": …}``)."""
+        spec = call.spec
+        text = canonical_json(call.arguments)
+        if spec.idempotency_key is not None:
+            call.key = str(spec.idempotency_key(self.context, call.arguments))
+        else:
+            call.key = f"{self.context.task_id}:{spec.name}:{_sha256(text)}"
+        call.fingerprint = _sha256(f'{{"arguments":{text},"tool":{canonical_json(spec.name)}}}')
+
+    def _reversible(self, call: Call) -> Steps[dict[str, Any]]:
+        yield PROTECT
+        result = yield from once(
+            self.store, call.key, call.fingerprint, self._lease(call),
+            run=lambda mine: self._write_attempts(call, mine),
+            recover=self._recoverer(call), keep_unknown_live=True,
+        )
+        replayed = bool(result.get("replayed"))
+        if replayed:
+            yield call.event("replay", outcome=_outcome(result))
+        elif call.number == 0 and not result["ok"]:
+            yield call.event("refused", outcome=result["error"])
+        return finish(result, call.attempts, replayed, Effect.REVERSIBLE_WRITE.value)
+
+    def _write_attempts(self, call: Call, mine: Claim) -> Steps[dict[str, Any]]:
+        """Inside the key's claim: attempt, and after any doubt ask before acting again."""
+        spec = call.spec
+        max_attempts = spec.max_attempts
+        for number in range(1, max_attempts + 1):
+            result, attempt = yield from self._attempt(call)
+            if attempt is None or result["ok"]:
+                return result
+            code = result["error"]
+            if code == ErrorCode.BUSY.value:  # nothing ran: safe to try again
+                if number < max_attempts:
+                    yield Pause(self.backoff.delay(number))
+                    continue
+                return result
+            if code not in _UNSURE:
+                return result
+            if spec.status_lookup is None:
+                return (yield from self._unknown(call, mine, attempt))
+            yield Pause(self.backoff.delay(number))
+            # Decided before the lookup starts: a write that lands while the lookup runs would
+            # make its "not done" stale, so "not done" counts only if the attempt had already
+            # returned when the lookup began.
+            returned_before_lookup = not attempt.running
+            status, receipt = yield from self._lookup(call)
+            if status == "done":
+                assert receipt is not None
+                return receipt
+            if status == "not_done" and returned_before_lookup:
+                if number < max_attempts:
+                    continue
+                # Known not done, attempts used up: a plain failure, safe to ask again later.
+                return failure(ErrorCode.TRANSIENT_FAILURE)
+            return (yield from self._unknown(call, mine, attempt))
+        return failure(ErrorCode.TRANSIENT_FAILURE)  # not reached: the loop always returns
+
+    def _unknown(self, call: Call, mine: Claim, attempt: Attempt) -> Steps[dict[str, Any]]:
+        """End a write as ``outcome_unknown``. The key's claim stays (nothing may rewrite
+        blindly), and goes stale the moment our attempt has really returned, so that the
+        next caller asks the status lookup instead of hearing ``in_progress`` for a lease."""
+        try:
+            yield WhenDone(attempt, StoreStep("abandon", (call.key, mine.token)))
+        except StoreError as exc:
+            # The claim keeps its lease; the next caller waits it out, then asks the lookup.
+            log.error("could not mark the claim on key %r stale: %s", call.key, exc)
+        return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
+
+    def _lookup(self, call: Call) -> Steps[tuple[str, dict[str, Any] | None]]:
+        """Ask the tool whether the write took effect: ``done`` (with the receipt as an ok
+        result), ``not_done`` or ``unknown``. Spends one budget unit."""
+        spec = call.spec
+        yield call.event("lookup_started", number=call.number)
+        if not self.budget.spend(spec.effect):
+            yield call.event("lookup_ended", number=call.number, outcome="budget_exhausted")
+            return "unknown", None
+        lookup = spec.status_lookup
+        assert lookup is not None
+        probe = Attempt(tool=spec.name, call_id=call.call_id)
+        render = renderer(self.registry, spec, call.call_id)
+        try:
+            status = yield AskLookup(lookup, call.arguments, spec.timeout_seconds, probe,
+                                     lambda value: None if value is None else render(value))
+        except WorkerUnavailable:
+            status = "busy"
+        receipt = None
+        if status != "finished":
+            outcome = "unknown"
+            log.warning("%s %s: status lookup gave no answer in time", call.call_id, spec.name)
+        elif probe.error is not None:
+            if not isinstance(probe.error, Exception):
+                raise probe.error
+            outcome = "unknown"
+            log.error("%s %s: status lookup failed", call.call_id, spec.name, exc_info=probe.error)
+        elif probe.value is None:
+            outcome = "not_done"
+        else:
+            outcome = "done"
+            receipt = dict(probe.value)  # rendered inside the lookup, like a handler's value
+        yield call.event("lookup_ended", number=call.number, outcome=outcome)
+        return outcome, receipt
+
+    def _recoverer(self, call: Call) -> Callable[[], Steps[Result | None]] | None:
+        """For a stale claim (its owner died mid-write): the status lookup decides."""
+        if call.spec.status_lookup is None:
+            return None
+
+        def recover() -> Steps[Result | None]:
+            status, receipt = yield from self._lookup(call)
+            if status == "unknown":
+                raise RuntimeError("status unknown")
+            return receipt
+
+        return recover
+
+    def _lease(self, call: Call) -> float:
+        """The claim must outlive the owner's worst case: every attempt, lookup and pause."""
+        spec = call.spec
+        return spec.max_attempts * (2 * spec.timeout_seconds + self.backoff.cap) + spec.timeout_seconds
+
+    # ------------------------------------------------------------------ irreversible writes
+
+    def _ask_approval(self, call: Call) -> Steps[dict[str, Any]]:
+        """The first call of an irreversible write: open (or find) its approval; nothing runs.
+        With the budget spent no person is asked: ``budget_exhausted``."""
+        spec = call.spec
+        yield PROTECT
+        if not self.budget.can_spend(spec.effect):
+            yield call.event("refused", outcome=ErrorCode.BUDGET_EXHAUSTED.value)
+            return finish(failure(ErrorCode.BUDGET_EXHAUSTED), 0, False, _IRREVERSIBLE)
+        try:
+            record = yield from self.approvals.open(call.key, call.fingerprint, spec.name,
+                                                    call.arguments, self.context)
+        except StoreError as exc:
+            log.error("%s %s: the store failed, no approval opened: %s", call.call_id, spec.name, exc)
+            yield call.event("refused", outcome=ErrorCode.BUSY.value)
+            return _busy()
+        if record["fingerprint"] != call.fingerprint:
+            yield call.event("refused", outcome=ErrorCode.IDEMPOTENCY_CONFLICT.value)
+            return finish(failure(ErrorCode.IDEMPOTENCY_CONFLICT), 0, False, _IRREVERSIBLE)
+        if record["state"] == SETTLED:
+            return (yield from self._replay_settled(call.call_id, spec.name, settled_result(record)))
+        if record["state"] == RUNNING:
+            return finish(failure(ErrorCode.IN_PROGRESS), 0, False, _IRREVERSIBLE)
+        yield call.event("approval_asked", approval_id=record["approval_id"],
+                         outcome=ErrorCode.APPROVAL_REQUIRED.value)
+        asked = failure(ErrorCode.APPROVAL_REQUIRED, approval_id=record["approval_id"])
+        return finish(asked, 0, False, _IRREVERSIBLE)
+
+    def _named(self, approval_id: Any) -> Steps[tuple[str, str]]:
+        """The tool and effect an approval id names (for its call's first event)."""
+        try:
+            record = yield from self.approvals.read(approval_id)
+        except StoreError:
+            record = None  # the operation itself will meet the store's failure and say busy
+        if record is None:
+            return safe_name(approval_id), ""
+        return str(record.get("tool", "")), _IRREVERSIBLE
+
+    def _prepare(self, call_id: str, record: dict[str, Any],
+                 prepared: list[Call]) -> tuple[dict[str, Any] | None, float]:
+        """Check an approved call again before it runs (the tool or the caller's rights may
+        have changed since it was asked for): a refusal, or None and the run's lease."""
+        entry, checked, refusal = preflight(
+            self.registry, record["tool"], record["arguments"], self.context, call_id
+        )
+        if refusal is not None:
+            return refusal, 0.0
+        assert entry is not None and checked is not None
+        call = Call(call_id, entry, checked, key=record["key"], fingerprint=record["fingerprint"])
+        prepared.append(call)
+        return None, self._lease(call)
+
+    def _run_approved(self, call: Call, record: dict[str, Any]) -> Steps[dict[str, Any]]:
+        """The one run of an approved irreversible write, under its key's claim."""
+        result = yield from once(
+            self.store, record["key"], record["fingerprint"], self._lease(call),
+            run=lambda mine: self._irreversible_attempt(call, mine),
+            recover=self._recoverer(call), full_sync=True, keep_unknown_live=True,
+        )
+        if result.get("replayed"):
+            yield call.event("replay", outcome=_outcome(result))
+        return result
+
+    def _irreversible_attempt(self, call: Call, mine: Claim) -> Steps[dict[str, Any]]:
+        """The one attempt (max_attempts is 1), and after a doubt the status lookup (rev 3):
+        never ``transient_failure`` for a call that may have landed; never retryable."""
+        result = yield from self._write_attempts(call, mine)
+        return result if result["ok"] else {**result, "retryable": False}
+
+    def _answer_approval(self, call_id: str, approval_id: Any, step: Step) -> Steps[dict[str, Any]]:
+        """Announce an approval decision that ran nothing."""
+        assert step.result is not None
+        tool = step.record["tool"] if step.record else safe_name(approval_id)
+        if step.action == REPLAY:
+            return (yield from self._replay_settled(call_id, tool, step.result))
+        code = step.result.get("error", "")
+        if step.action == REFUSED:
+            yield CallEvent("refused", call_id, tool, _IRREVERSIBLE, time.monotonic(), outcome=code)
+        elif code != ErrorCode.IN_PROGRESS.value:  # unknown, expired: the answer is final
+            effect = _IRREVERSIBLE if step.record else ""
+            yield CallEvent("approval_settled", call_id, tool, effect, time.monotonic(),
+                            approval_id=safe_name(approval_id), outcome=code)
+        return finish(step.result, 0, False, _IRREVERSIBLE)
+
+    def _replay_settled(self, call_id: str, tool: str, result: dict[str, Any]) -> Steps[dict[str, Any]]:
+        yield CallEvent("replay", call_id, tool, _IRREVERSIBLE, time.monotonic(),
+                        outcome=_outcome(result))
+        return finish(result, 0, True, _IRREVERSIBLE)
+
+    # ------------------------------------------------------------------ one attempt
+
+    def _attempt(self, call: Call) -> Steps[tuple[dict[str, Any], Attempt | None]]:
+        """One handler attempt through the boundary, paid for from the budget."""
+        spec = call.spec
+        if not self.budget.spend(spec.effect):
+            yield call.event("refused", number=call.number, outcome=ErrorCode.BUDGET_EXHAUSTED.value)
+            return failure(ErrorCode.BUDGET_EXHAUSTED), None
+        call.number += 1
+        yield call.event("attempt_started", number=call.number)
+        try:
+            result, attempt = yield RunAttempt(call.entry, call.arguments, call.call_id)
+        except WorkerUnavailable:  # no thread for the handler: nothing ran
+            log.warning("%s %s: busy, no worker thread could be started", call.call_id, spec.name)
+            result, attempt = failure(ErrorCode.BUSY), Attempt(tool=spec.name, call_id=call.call_id)
+        except GeneratorExit:
+            raise
+        except BaseException:  # the caller went away mid-attempt: it may have run
+            call.attempts += 1
+            yield call.event("attempt_ended", number=call.number,
+                             outcome=ErrorCode.OUTCOME_UNKNOWN.value, handler_ran=True)
+            raise
+        if attempt.started:
+            call.attempts += 1
+        else:
+            self.budget.refund(spec.effect)
+        yield call.event("attempt_ended", number=call.number, outcome=_outcome(result),
+                         handler_ran=attempt.started, attempt=attempt)
+        return result, attempt
+
+
+# ---------------------------------------------------------------------- run once per key
+
+
+def once(
+    store: Any,
+    key: str,
+    fingerprint: str | None,
+    lease_seconds: float | None,
+    *,
+    run: Callable[[Claim], Steps[Result]],
+    recover: Callable[[], Steps[Result | None]] | None = None,
+    full_sync: bool = False,
+    keep_unknown_live: bool = False,
+    on_claim: Callable[[str], None] | None = None,
+) -> Steps[Result]:
+    """The store's claim → run → complete, with recovery (docs/design.md#stores): ``run`` at
+    most once per key. Each store step is one atomic section of the store (interface B).
+
+    A store that fails before the claim gives ``busy`` (nothing ran); one that fails after
+    the run ``outcome_unknown``. ``run`` raising an ``Exception`` frees the key; anything else
+    (an interrupt, a cancellation) may have half-written, so the claim is kept and marked
+    stale for the lookup to settle. With ``keep_unknown_live`` an ``outcome_unknown`` run keeps
+    its claim live in this process until its attempt hands it back (``store.abandon``).
+    """
+    if not isinstance(key, str):
+        raise TypeError("key must be a str")
+    ttl = max(store.claim_ttl_seconds, lease_seconds or 0.0)
+    try:
+        decision = yield StoreStep("claim", (key, fingerprint, ttl),
+                                   {"may_take_over": recover is not None, "full_sync": full_sync})
+    except StoreError as exc:
+        store_log.error("could not claim key %r, nothing ran (busy): %s", key, exc)
+        return failure(ErrorCode.BUSY)
+    if isinstance(decision, dict):
+        return decision
+    kind, mine = decision
+    hold(mine.token)
+    keep_live = False
+    try:
+        if on_claim is not None:
+            try:
+                yield Invoke(lambda: on_claim(mine.token))
+            except GeneratorExit:
+                raise
+            except BaseException:
+                yield from _quietly(StoreStep("drop", (key, mine)), key, "the claim stays until its lease")
+                raise
+        if kind == TAKEN_OVER:
+            assert recover is not None
+            outcome = yield from _recover(key, mine, recover, full_sync)
+            if outcome is not None:
+                return outcome
+        result = yield from _run(key, mine, run, full_sync)
+        keep_live = keep_unknown_live and _is_unknown(result) and is_live(mine.token)
+        return result
+    finally:
+        if not keep_live:
+            let_go(mine.token)
+
+
+def _recover(key: str, mine: Claim, recover: Callable[[], Steps[Result | None]],
+             full_sync: bool) -> Steps[Result | None]:
+    """Ask the status lookup: a result to return, or None when the operation should run."""
+    abandon = StoreStep("abandon_claim", (key, mine))
+    try:
+        receipt = yield from recover()
+    except GeneratorExit:
+        raise
+    except Exception:
+        store_log.warning("status lookup for key %r raised; outcome unknown", key, exc_info=True)
+        yield from _quietly(abandon, key, "the claim keeps its lease")
+        return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
+    except BaseException:
+        yield from _quietly(abandon, key, "the claim keeps its lease")
+        raise
+    if receipt is None:
+        return None  # not done: the caller runs the operation under this claim
+    if not is_ok(receipt):
+        yield from _quietly(abandon, key, "the claim keeps its lease")
+        return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
+    try:
+        yield StoreStep("complete", (key, mine, receipt, full_sync))
+    except StoreError as exc:
+        # The lookup found the write done: say so; the next caller asks the lookup again.
+        store_log.error("could not record the receipt of key %r: %s", key, exc)
+    return receipt
+
+
+def _run(key: str, mine: Claim, run: Callable[[Claim], Steps[Result]], full_sync: bool) -> Steps[Result]:
+    try:
+        result = yield from run(mine)
+    except GeneratorExit:
+        raise
+    except Exception:
+        yield from _quietly(StoreStep("drop", (key, mine)), key, "the claim stays until its lease")
+        raise
+    except BaseException:
+        # Interrupted mid-write: the outcome is unknown, but nobody runs it any more.
+        yield from _quietly(StoreStep("abandon_claim", (key, mine)), key, "the claim keeps its lease")
+        raise
+    if is_ok(result):
+        try:
+            yield StoreStep("complete", (key, mine, result, full_sync))
+        except StoreError as exc:
+            store_log.error("key %r ran but its result could not be recorded, outcome unknown: %s",
+                            key, exc)
+            yield from _quietly(StoreStep("abandon_claim", (key, mine)), key, "the claim keeps its lease")
+            return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
+    elif _is_unknown(result):
+        pass  # it may still be running: the claim stays until its lease or owner ends
+    else:
+        yield from _quietly(StoreStep("drop", (key, mine)), key, "the claim stays until its lease")
+        if not isinstance(result, dict):
+            raise TypeError(f"operation must return a dict, not {type(result).__name__}")
+    return result
+
+
+def _quietly(step: StoreStep, key: str, consequence: str) -> Steps[None]:
+    """Tidy a claim after the operation; a failing store is logged, never raised."""
+    try:
+        yield step
+    except StoreError as exc:
+        store_log.error("could not update the claim on key %r (%s): %s", key, consequence, exc)
+
+
+def invoke(function: Callable[[], Any]) -> Steps[Any]:
+    """A plain function given from outside, as one step (``run_once``'s operation)."""
+    return (yield Invoke(function))
+
+
+# ---------------------------------------------------------------------- results
+
+
+def _framed(body: Steps[dict[str, Any]], operation: str, call_id: str, tool: str, effect: str,
+            started: float, fallback: Callable[[], dict[str, Any]]) -> Steps[dict[str, Any]]:
+    """An approval's operation between its ``call_started`` and ``call_ended`` events; the
+    ending is announced even when the caller is interrupted or cancelled (``call`` frames
+    itself the same way, inline, being the hot path)."""
+    yield CallEvent("call_started", call_id, tool, effect, started, operation=operation)
+    try:
+        result = yield from body
+    except GeneratorExit:
+        raise
+    except BaseException:
+        yield CallEvent("call_ended", call_id, tool, effect, time.monotonic(),
+                        operation=operation, result=fallback())
+        raise
+    yield CallEvent("call_ended", call_id, tool, effect, time.monotonic(),
+                    operation=operation, result=result)
+    return result
+
+
+def runner_failed(call: Call | None) -> dict[str, Any]:
+    """The answer when the runner itself failed: honest about whether anything ran."""
+    effect = call.spec.effect.value if call is not None else ""
+    if call is not None and call.attempts:
+        unknown = failure(ErrorCode.OUTCOME_UNKNOWN, retryable=call.spec.effect is Effect.READ)
+        return finish(unknown, call.attempts, False, effect)
+    return finish(failure(ErrorCode.TOOL_FAILURE), 0, False, effect)
+
+
+def _busy() -> dict[str, Any]:
+    return finish(failure(ErrorCode.BUSY), 0, False, _IRREVERSIBLE)
+
+
+def _outcome(result: Any) -> str:
+    return "ok" if result.get("ok") else str(result.get("error", ""))
+
+
+def _is_unknown(result: Any) -> bool:
+    return isinstance(result, dict) and result.get("error") == ErrorCode.OUTCOME_UNKNOWN.value
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_WRITES = {Effect.REVERSIBLE_WRITE.value, _IRREVERSIBLE}
+#: The order every result's keys are given in (stored results come back with sorted keys).
+_ORDER = ("ok", "data", "error", "retryable", "detail", "truncated", "original_chars",
+          "redactions", "approval_id", "attempts", "replayed")
+
+
+def finish(result: dict[str, Any], attempts: int, replayed: bool, effect: str) -> dict[str, Any]:
+    """Stamp ``attempts``/``replayed``; a write whose outcome is unknown is never retryable.
+    Keys come in one order: the known ones as in ``_ORDER``, any other after them as given."""
+    if effect in _WRITES and result.get("error") == ErrorCode.OUTCOME_UNKNOWN.value:
+        result = {**result, "retryable": False}
+    if "attempts" not in result and "replayed" not in result and _in_order(result):
+        out = dict(result)  # the usual case: the boundary's keys, already in order
+        out["attempts"] = attempts
+        out["replayed"] = replayed
+        return out
+    out = dict(result, attempts=attempts, replayed=replayed)
+    known = [(key, out[key]) for key in _ORDER if key in out]
+    if len(known) == len(out):
+        return dict(known)
+    return dict(known + [(key, value) for key, value in out.items() if key not in _RANK])
+
+
+_RANK = {key: n for n, key in enumerate(_ORDER)}
+
+
+def _in_order(result: dict[str, Any]) -> bool:
+    """Whether every key is a known one and they come in ``_ORDER``'s order."""
+    last = -1
+    for key in result:
+        rank = _RANK.get(key, -1)
+        if rank <= last:
+            return False
+        last = rank
+    return True
