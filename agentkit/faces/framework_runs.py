@@ -247,7 +247,8 @@ async def _langgraph(bench: Bench, turns: ScriptedTurns, agentkit: bool) -> None
 
     from agentkit.faces import langgraph as lg_face
 
-    llm = scripted_chat_model(turns)
+    tools = lg_face.tools(bench.runner) if agentkit else [_plain_langgraph_tool(bench)]
+    llm = scripted_chat_model(turns).bind_tools(tools)  # as a real chat model is given them
 
     async def model(state: MessagesState) -> dict[str, list[BaseMessage]]:
         return {"messages": [await llm.ainvoke(state["messages"])]}
@@ -255,7 +256,7 @@ async def _langgraph(bench: Bench, turns: ScriptedTurns, agentkit: bool) -> None
     graph = StateGraph(MessagesState)
     graph.add_node("model", model)
     node = (lg_face.tool_node(bench.runner) if agentkit
-            else ToolNode([_plain_langgraph_tool(bench)], handle_tool_errors=True))
+            else ToolNode(tools, handle_tool_errors=True))
     graph.add_node("tools", node)
     graph.add_edge(START, "model")
     graph.add_conditional_edges("model", tools_condition)
