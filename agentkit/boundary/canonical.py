@@ -10,9 +10,48 @@ from __future__ import annotations
 
 import hashlib
 import json
+import json.encoder
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["canonical_json", "fingerprint_of", "json_text"]
+__all__ = ["canonical_json", "encoder", "fingerprint_of", "json_text"]
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def encoder(
+    *, sort_keys: bool = False, separators: tuple[str, str] = (", ", ": "),
+    check_circular: bool = True, allow_nan: bool = False,
+) -> Callable[[Any], str]:
+    """A function giving ``json.dumps(value, ensure_ascii=False, …)``'s text,
+    made once: it calls the C encoder directly (``json.dumps`` with options, and
+    ``JSONEncoder.encode``, rebuild it at every call). Raises ``TypeError``/``ValueError``
+    as they do (a value JSON cannot hold, NaN, an int too long for ``str``).
+
+    ``check_circular=False`` is for values known to be acyclic (a copy of bounded depth):
+    a cycle then ends in ``RecursionError`` instead of ``ValueError``.
+    """
+    item, key = separators
+    make = getattr(json.encoder, "c_make_encoder", None)
+    quote = getattr(json.encoder, "c_encode_basestring", None)
+    if make is None or quote is None:  # pragma: no cover - CPython always has the C encoder
+        return json.JSONEncoder(
+            ensure_ascii=False, allow_nan=allow_nan, sort_keys=sort_keys, separators=separators,
+            check_circular=check_circular,
+        ).encode
+    if not check_circular:
+        shared = make(None, _not_json, quote, None, key, item, sort_keys, False, allow_nan)
+        return lambda value: "".join(shared(value, 0))
+
+    def encode(value: Any) -> str:
+        return "".join(make({}, _not_json, quote, None, key, item, sort_keys, False, allow_nan)(value, 0))
+
+    return encode
+
+
+_canonical = encoder(sort_keys=True, separators=(",", ":"), allow_nan=True)
 
 
 def canonical_json(value: Any) -> str:
@@ -20,7 +59,7 @@ def canonical_json(value: Any) -> str:
 
     Raises ``TypeError``/``ValueError`` for what JSON cannot hold, as ``json.dumps`` does.
     """
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _canonical(value)
 
 
 def fingerprint_of(value: Any) -> str:

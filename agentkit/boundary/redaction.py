@@ -29,10 +29,11 @@ are replaced whole (spaces and escaped quotes included); a JSON value that is no
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
+
+from agentkit.boundary.canonical import encoder
 
 REDACTED = "[REDACTED]"
 
@@ -631,8 +632,9 @@ def _as_json(value: Any) -> str:
     return _encode(value)
 
 
-#: One encoder for every result (``json.dumps`` with options builds a new one each time).
-_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+#: One encoder for every result, the C encoder called directly (``json.dumps`` with options
+#: and ``JSONEncoder.encode`` build a new one each time).
+_encode = encoder()
 
 
 def type_name(value: Any) -> str:
