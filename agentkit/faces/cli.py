@@ -200,7 +200,13 @@ def workspace_runner(
     except (OSError, ValueError) as exc:
         raise UnusableWorkspace(f"{store_path}: {_reason(exc)}") from None
     context = CallContext(task_id="mcp", principal="mcp-host")
-    return ToolRunner(registry, store=opened, context=context)
+    runner = ToolRunner(registry, store=opened, context=context)
+    try:  # a store that opens but cannot be read (not ours, damaged) is refused now, not later
+        runner.pending_approvals()
+    except StoreError as exc:
+        opened.close()
+        raise UnusableWorkspace(str(exc)) from None
+    return runner
 
 
 def _reason(exc: BaseException) -> str:
