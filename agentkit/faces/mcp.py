@@ -391,15 +391,12 @@ def _ask(message: str, state: str) -> types.InputRequiredResult:
 
 
 def _approval_message(tool: str, arguments: dict[str, Any], approval_id: str) -> str:
-    """What the host shows its user: the tool and the whole arguments, exactly as they will
-    run, with every invisible or reordering character escaped (:func:`approval_text`, the
-    text ``agentkit approvals list`` shows too), and their digest to compare."""
-    shown = approval_text(arguments)
+    """What the host shows its user: the tool and the whole arguments, never cut, exactly as
+    they will run, with every invisible or reordering character escaped
+    (:func:`approval_text`, the text ``agentkit approvals list`` shows too)."""
     return (
-        f"Approve {escape_invisible(tool)} with {shown}? It cannot be undone. "
-        f"Accept runs it once; decline refuses it. "
-        f"(approval {approval_id}; arguments sha256 {_digest(arguments)[:16]}, "
-        f"{len(shown)} characters, shown whole)"
+        f"Approve {escape_invisible(tool)} with {approval_text(arguments)}? It cannot be undone. "
+        f"Accept runs it once; decline refuses it. (approval {approval_id})"
     )
 
 
