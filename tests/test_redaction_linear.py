@@ -103,10 +103,10 @@ def test_the_scan_reads_hostile_text_a_bounded_number_of_times(unit, monkeypatch
 def test_past_its_work_budget_the_scan_hides_the_rest_instead_of_reading_it(monkeypatch):
     monkeypatch.setattr(redaction, "_WORK_FACTOR", 0)
     monkeypatch.setattr(redaction, "_WORK_SLACK", 5)
-    text = "password=first-secret and then token=second-secret, more words"
+    text = 'password="first secret" and then token="second secret", more words'
     redacted, count = Redactor().redact(text)
-    # The first value is measured (budget not yet spent); after it, everything is hidden.
-    assert redacted == f"password={REDACTED} and then token={REDACTED}"
+    # The first value is read (budget not yet spent); after it, everything is hidden.
+    assert redacted == f'password="{REDACTED}" and then token={REDACTED}'
     assert "second" not in redacted and count == 2
 
 
@@ -184,3 +184,23 @@ def test_a_secret_in_hostile_text_never_shows(case, limit):
     assert len(data) <= limit
     for start in range(len(secret) - 5):
         assert secret[start:start + 6] not in data
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("token: Bearer abc.def ghi", f"token: Bearer {REDACTED} ghi"),
+    ("password=basic", f"password={REDACTED}"),
+    ("api_key= [1, 2] x", f"api_key= {REDACTED} x"),
+    ("pwd: 'a b' c", f"pwd: '{REDACTED}' c"),
+    ("secret=" + "x" * 100 + " tail", f"secret={REDACTED} tail"),
+    ("token: " + "y " * 60 + "\nnext", f"token: {REDACTED} \nnext"),
+    ("pwd=a,b", f"pwd={REDACTED},b"),
+    ("Authorization: Basic dXNlcjpwYXNz", f"Authorization: Basic {REDACTED}"),
+    ("pwd:   ", "pwd:   "),
+    ("token=[REDACTED] ok", "token=[REDACTED] ok"),
+    ('{"token": "a \\" b", "n": 1}', f'{{"token": "{REDACTED}", "n": 1}}'),
+    ('{"token": [1, {"a": "]"}], "n": 1}', f'{{"token": "{REDACTED}", "n": 1}}'),
+    ("password=x-token=[a, b] tail", f"password={REDACTED} tail"),
+])
+def test_short_and_long_values_are_read_the_same_way(text: str, expected: str) -> None:
+    # Short values are read by the name's own pattern, long ones by the scan: same result.
+    assert Redactor().redact(text)[0] == expected

@@ -137,7 +137,12 @@ _PAIR = re.compile(
     rf"(?=(?P<name>[{_NAME_CHARS}]*(?i:passw(?:or)?d|pwd|secret|passphrase|api[_-]?key|apikey"
     rf"|private[_-]?key|authorization)[{_NAME_CHARS}]*|[{_NAME_CHARS}]*(?i:token))"
     rf"(?![{_NAME_CHARS}]))(?P=name)"
-    r"(?P<close>\\*\"|')?[ \t]*(?P<sep>=>|[:=])[ \t]*(?P<open>\\*\")?"
+    r"(?P<close>\\*\"|')?[ \t]*(?P<sep>=>|(?P<colon>:)|=)[ \t]*(?P<open>\\*\")?"
+    # The commonest values, read here when short (at most 64 characters, so that names inside
+    # one long value cost nothing extra): a line's rest after ":", a bare word after "=".
+    r"(?(colon)(?:(?=(?P<line>[^\r\n\"\\\[{'][^\r\n\"\\]{0,63}(?:(?=[\r\n\"\\])|\Z))))?"
+    r"|(?:(?=(?P<bare>[^ \t\r\n\"'&,;}\])\\\[{][^ \t\r\n\"'&,;}\])\\]{0,63}"
+    r"(?:(?=[ \t\r\n\"'&,;}\])\\])|\Z))))?)"
 )
 _SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest|negotiate|apikey)[ \t]+")
 _SCHEME_HEADS = frozenset({"be", "ba", "to", "di", "ne", "ap"})  # how _SCHEME's words begin
@@ -198,8 +203,8 @@ def _name_value_spans(text: str, lowered: str) -> list[_Span]:
             run_end = run.end() if run is not None else word.end()
             continue
         run_end = pair.end(1)  # the name's end
-        close, sep, opening = pair.group(2, 3, 4)
-        value_start = pair.end() if opening is None else pair.start(4)
+        close, sep, opening = pair.group(2, 3, 5)
+        value_start = pair.end() if opening is None else pair.start(5)
         if scan.work > scan.budget:  # text built to make the scan slow: hide the rest
             if value_start < limit:
                 spans.append(_Span(value_start, limit, REDACTED))
@@ -211,7 +216,13 @@ def _name_value_spans(text: str, lowered: str) -> list[_Span]:
             span = None if end <= content or text[content:end] == REDACTED else _Span(
                 content, end, REDACTED)
         elif close is None:
-            span = scan.value(value_start, False, sep == ":")
+            colon = sep == ":"
+            short = pair.group(6 if colon else 7)
+            if short is None or opening is not None or short[:2].lower() in _SCHEME_HEADS:
+                span = scan.value(value_start, False, colon)
+            else:  # a short bare word, or a short line's rest: no scan needed
+                end = value_start + len(short.rstrip(" \t") if colon else short)
+                span = _Span(value_start, end, REDACTED) if end > value_start else None
         else:
             json_form = close[-1] == '"' and text[max(0, start - len(close)):start] == close
             span = scan.value(value_start, json_form, False)
