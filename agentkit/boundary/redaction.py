@@ -140,9 +140,11 @@ _PAIR = re.compile(
     r"(?P<close>\\*\"|')?[ \t]*(?P<sep>=>|(?P<colon>:)|=)[ \t]*(?P<open>\\*\")?"
     # The commonest values, read here when short (at most 64 characters, so that names inside
     # one long value cost nothing extra): a line's rest after ":", a bare word after "=".
-    r"(?(colon)(?:(?=(?P<line>[^\r\n\"\\\[{'][^\r\n\"\\]{0,63}(?:(?=[\r\n\"\\])|\Z))))?"
+    # (A quoted string without escapes, closed by the quote that opened it, too.)
+    r"(?(open)(?:(?=(?P<text>[^\"\\]{0,64})(?P=open)))?"
+    r"|(?(colon)(?:(?=(?P<line>[^\r\n\"\\\[{'][^\r\n\"\\]{0,63}(?:(?=[\r\n\"\\])|\Z))))?"
     r"|(?:(?=(?P<bare>[^ \t\r\n\"'&,;}\])\\\[{][^ \t\r\n\"'&,;}\])\\]{0,63}"
-    r"(?:(?=[ \t\r\n\"'&,;}\])\\])|\Z))))?)"
+    r"(?:(?=[ \t\r\n\"'&,;}\])\\])|\Z))))?))"
 )
 _SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest|negotiate|apikey)[ \t]+")
 _SCHEME_HEADS = frozenset({"be", "ba", "to", "di", "ne", "ap"})  # how _SCHEME's words begin
@@ -212,12 +214,14 @@ def _name_value_spans(text: str, lowered: str) -> list[_Span]:
         if opening is not None and len(opening) - 1 in _QUOTE_LEVELS:
             # A string, possibly inside one or more JSON strings (the commonest value).
             content = pair.end()
-            end = scan.string_end(content, len(opening) - 1)
+            quoted = pair.group(6)
+            end = content + len(quoted) if quoted is not None else scan.string_end(
+                content, len(opening) - 1)
             span = None if end <= content or text[content:end] == REDACTED else _Span(
                 content, end, REDACTED)
         elif close is None:
             colon = sep == ":"
-            short = pair.group(6 if colon else 7)
+            short = pair.group(7 if colon else 8)
             if short is None or opening is not None or short[:2].lower() in _SCHEME_HEADS:
                 span = scan.value(value_start, False, colon)
             else:  # a short bare word, or a short line's rest: no scan needed
