@@ -103,7 +103,8 @@ def test_the_scan_reads_hostile_text_a_bounded_number_of_times(unit, monkeypatch
 def test_past_its_work_budget_the_scan_hides_the_rest_instead_of_reading_it(monkeypatch):
     monkeypatch.setattr(redaction, "_WORK_FACTOR", 0)
     monkeypatch.setattr(redaction, "_WORK_SLACK", 5)
-    text = 'password="first secret" and then token="second secret", more words'
+    long_value = "first secret " * 10  # long enough to be scanned, not read by the pattern
+    text = f'password="{long_value}" and then token=second-secret, more words'
     redacted, count = Redactor().redact(text)
     # The first value is read (budget not yet spent); after it, everything is hidden.
     assert redacted == f'password="{REDACTED}" and then token={REDACTED}'
