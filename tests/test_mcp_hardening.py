@@ -300,3 +300,41 @@ def test_the_readme_script_accepts_an_answer_across_a_restart(tmp_path: Path) ->
     assert structured(done)["ok"] is True and len(seen) == 1
     assert "\\u" not in seen[0] and '"cents": 700' in seen[0]
     assert len((workspace / "refunds.jsonl").read_text().splitlines()) == 1
+
+
+def test_serve_mcp_serves_a_users_registry_with_approvals_left_to_the_cli(tmp_path: Path) -> None:
+    (tmp_path / "shop_tools.py").write_text(
+        "from agentkit import ToolRegistry, ToolSpec\n"
+        "def ship(order: str) -> str:\n"
+        "    open('shipped.txt', 'a').write(order + '\\n')\n"
+        "    return 'shipped'\n"
+        "registry = ToolRegistry([ToolSpec('ship', 'Ship an order.', 'irreversible_write',"
+        " 5.0, 1, 200, ship)])\n",
+        encoding="utf-8",
+    )
+    workspace = tmp_path / "ws"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "agentkit", "serve-mcp", "--workspace", str(workspace),
+              "--registry", "shop_tools:registry", "--approvals", "cli"],
+        env={"HOME": str(tmp_path)}, cwd=str(tmp_path),
+    )
+    seen: list[str] = []
+
+    async def session() -> tuple[list[str], types.CallToolResult]:
+        async with Client(params, read_timeout_seconds=60,
+                          elicitation_callback=answering("accept", seen)) as client:
+            listed = await client.list_tools()
+            return [t.name for t in listed.tools], await client.call_tool("ship", {"order": "o-1"})
+
+    names, asked = anyio.run(session)
+    assert names == ["ship"]
+    assert structured(asked)["error"] == "approval_required" and seen == []  # never elicited
+    assert not (tmp_path / "shipped.txt").exists()
+    done = subprocess.run(
+        [sys.executable, "-m", "agentkit", "approvals", "approve", structured(asked)["approval_id"],
+         "--workspace", str(workspace), "--registry", "shop_tools:registry"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "shipped.txt").read_text() == "o-1\n"
