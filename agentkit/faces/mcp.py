@@ -269,7 +269,11 @@ async def _stdin_lines(refused: set[str]) -> AsyncIterator[Any]:
     null device meanwhile), each line passed through :func:`guard_line`."""
     import anyio
 
-    private = os.dup(0)
+    try:
+        private = os.dup(0)
+    except OSError:  # no descriptor 0 at all: the SDK reads sys.stdin, unguarded
+        yield None
+        return
     try:
         quiet = os.open(os.devnull, os.O_RDONLY)
         os.dup2(quiet, 0)
