@@ -70,8 +70,9 @@ def test_a_deep_tools_call_over_stdio_is_answered_and_runs_nothing(tmp_path: Pat
     assert not (tmp_path / "files" / "outbox.jsonl").exists()
 
 
-def test_requests_too_deep_for_the_sdks_parser_get_an_answer(tmp_path: Path) -> None:
-    """Raw JSON-RPC lines a client library would refuse to build: 300 and 20,000 levels."""
+def test_requests_the_sdks_parser_cannot_read_get_an_answer(tmp_path: Path) -> None:
+    """Raw JSON-RPC lines a client library would refuse to build: 300 and 20,000 levels, a
+    number of 5,000 digits."""
     def call(request_id: Any, method: str, params: str) -> str:
         return (f'{{"jsonrpc": "2.0", "id": {json.dumps(request_id)}, "method": "{method}", '
                 f'"params": {params}}}')
@@ -90,6 +91,10 @@ def test_requests_too_deep_for_the_sdks_parser_get_an_answer(tmp_path: Path) -> 
         call(5, "tools/call", f'{{"name": "send_message", "arguments": {{}}, "_meta": {{"x": {nested(300)}}}}}'),
         f'{{"jsonrpc": "2.0", "method": "notifications/x", "params": {nested(300)}}}',
         call(6, "tools/call", '{"name": "search_local_sources", "arguments": {"query": "timeout"}}'),
+        call(7, "tools/call", '{"name": "send_message", "arguments": {"to": "Ada", "body": '
+             + "9" * 5_000 + "}}"),
+        call(8, "tools/call", '{"name": "send_message", "arguments": {"to": "Ada"}, "_meta": {"n": -'
+             + "9" * 5_000 + "}}"),
     ]
     child = subprocess.Popen(
         [sys.executable, "-m", "agentkit", "serve-mcp", "--workspace", str(tmp_path)],
@@ -102,29 +107,34 @@ def test_requests_too_deep_for_the_sdks_parser_get_an_answer(tmp_path: Path) -> 
         assert child.stdin is not None and child.stdout is not None
         child.stdin.write("\n".join(lines) + "\n")
         child.stdin.flush()
-        answers = [json.loads(child.stdout.readline()) for _ in range(6)]  # ids 1 to 6
+        answers = [json.loads(child.stdout.readline()) for _ in range(8)]  # ids 1 to 8
         child.stdin.close()
         child.wait(timeout=60)
     finally:
         watchdog.cancel()
     by_id = {answer["id"]: answer for answer in answers}
-    assert set(by_id) == {1, 2, "three", 4, 5, 6}
+    assert set(by_id) == {1, 2, "three", 4, 5, 6, 7, 8}
     for request_id in (2, "three"):
         body = by_id[request_id]["result"]["structuredContent"]
         assert body["error"] == "invalid_arguments" and "deeper than" in body["detail"]
-    for request_id in (4, 5):  # not a tool's arguments: a JSON-RPC error with the id
+    body = by_id[7]["result"]["structuredContent"]  # a number the SDK's parser cannot read
+    assert body["error"] == "invalid_arguments" and "number too long" in body["detail"]
+    for request_id in (4, 5, 8):  # not a tool's arguments: a JSON-RPC error with the id
         assert by_id[request_id]["error"]["code"] == -32601
     assert by_id[6]["result"]["structuredContent"]["ok"] is True
     assert not (tmp_path / "files" / "outbox.jsonl").exists()
 
 
 def test_the_guard_is_linear_and_leaves_ordinary_lines_alone() -> None:
-    refused: set[str] = set()
+    refused: dict[str, str] = {}
     ordinary = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                            "params": {"name": "t", "arguments": {"xs": [[1]] * 5_000}}})
     assert guard_line(ordinary, refused) == ordinary and not refused
     hostile = '{"id": 1, "method": "tools/call", "params": ' + '"\\"' * 50_000 + "[" * 200
-    assert guard_line(hostile, refused) == hostile  # unreadable, no id found: passed on
+    answered = json.loads(guard_line(hostile, refused))  # unreadable, but its id is: answered
+    assert answered == {"jsonrpc": "2.0", "id": 1, "method": "agentkit/unreadable-request"}
+    no_id = '{"method": "x", "params": ' + "[" * 300
+    assert guard_line(no_id, refused) == no_id  # nothing to answer: passed on
     unbalanced = "]" * 300
     assert guard_line(unbalanced, refused) == unbalanced
 

@@ -167,16 +167,16 @@ def make_server(
     call stays ``approval_required`` until a person settles it with the approvals CLI (or a
     panel) on the same store, and an elicitation answer a client sends is not taken.
     """
-    return _server(runner, secret=secret, name=name, approvals=approvals, refused=set())
+    return _server(runner, secret=secret, name=name, approvals=approvals, refused={})
 
 
 def _server(
     runner: ToolRunner, *, secret: bytes | None, name: str, approvals: Approvals,
-    refused: set[str],
+    refused: dict[str, str],
 ) -> Server[Any]:
-    """:func:`make_server`; ``refused`` holds the ids of ``tools/call`` requests the stdio
-    reader found nested too deeply (their arguments were dropped): they are answered
-    ``invalid_arguments`` and run nothing."""
+    """:func:`make_server`; ``refused`` maps the ids of ``tools/call`` requests the stdio
+    reader could not read (their arguments were dropped) to the reason: they are answered
+    ``invalid_arguments`` with it and run nothing."""
     if approvals not in ("auto", "cli"):
         raise ValueError("approvals must be 'auto' or 'cli'")
     seal = RequestStateSeal(secret if secret is not None else secrets.token_bytes(32))
@@ -201,12 +201,10 @@ def _server(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         name, arguments = params.name, params.arguments if params.arguments is not None else {}
-        if refused and _id_key(ctx.request_id) in refused:
-            refused.discard(_id_key(ctx.request_id))
-            return call_result(failure(
-                ErrorCode.INVALID_ARGUMENTS,
-                detail=f"the request nests deeper than {WIRE_DEPTH} levels; the server did not read it",
-            ))
+        if refused:
+            reason = refused.pop(_id_key(ctx.request_id), None)
+            if reason is not None:
+                return call_result(failure(ErrorCode.INVALID_ARGUMENTS, detail=reason))
         if elicit and (params.request_state is not None or params.input_responses):
             return await _answered(params, name, arguments)
         result = await runner.acall(name, arguments)
@@ -257,14 +255,14 @@ async def serve_stdio(
     """
     from mcp.server.stdio import stdio_server
 
-    refused: set[str] = set()
+    refused: dict[str, str] = {}
     server = _server(runner, secret=secret, name="agentkit", approvals=approvals, refused=refused)
     async with _stdin_lines(refused) as stdin, stdio_server(stdin=stdin) as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
 @contextlib.asynccontextmanager
-async def _stdin_lines(refused: set[str]) -> AsyncIterator[Any]:
+async def _stdin_lines(refused: dict[str, str]) -> AsyncIterator[Any]:
     """The protocol's input, read from a private copy of descriptor 0 (which points at the
     null device meanwhile), each line passed through :func:`guard_line`."""
     import anyio
@@ -298,7 +296,7 @@ async def _stdin_lines(refused: set[str]) -> AsyncIterator[Any]:
 class _GuardedLines:
     """Lines of an async text file, each passed through :func:`guard_line`."""
 
-    def __init__(self, source: Any, refused: set[str]) -> None:
+    def __init__(self, source: Any, refused: dict[str, str]) -> None:
         self._source = source
         self._refused = refused
 
@@ -313,17 +311,22 @@ _WIRE_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}:,]')
 _WIRE_SCALAR = re.compile(r'\s*("(?:[^"\\]|\\.)*"|[^,}\]\s]+)')
 
 
-def guard_line(line: str, refused: set[str], limit: int = WIRE_DEPTH) -> str:
-    """``line`` as the SDK should read it. A JSON-RPC request nested deeper than ``limit``
-    (which the SDK's parser drops, so its client would wait forever) becomes one the server
-    answers: a ``tools/call`` whose only deep part is its arguments keeps its id, name and
-    metadata, loses its arguments, and its id goes into ``refused`` (answered
+def guard_line(line: str, refused: dict[str, str], limit: int = WIRE_DEPTH) -> str:
+    """``line`` as the SDK should read it. A JSON-RPC request the SDK's parser cannot read
+    (nested deeper than ``limit``, or holding a number too long for it), which it would drop
+    so that its client waits forever, becomes one the server answers: a ``tools/call`` whose
+    only unreadable part is its arguments keeps its id, name and metadata, loses its
+    arguments, and its id goes into ``refused`` with the reason (answered
     ``invalid_arguments``, nothing runs); any other request becomes a call of an unknown
-    method (a JSON-RPC error with its id). A message without an id is passed on (nothing can
-    answer it). Linear in the line; a line with few brackets is not even scanned."""
-    if line.count("{") + line.count("[") <= limit:
+    method (a JSON-RPC error with its id). A message without a readable id is passed on
+    (nothing can answer it). Linear in the line; a line with few brackets and no long
+    number is not even looked at."""
+    deep = line.count("{") + line.count("[") > limit
+    if not deep and _LONG_NUMBER.search(line) is None:
         return line
-    depth = deepest = outside = 0
+    if _readable(line):
+        return line
+    depth = deepest = 0
     keys: list[str | None] = [None]
     last_string = ""
     top: dict[str, str] = {}
@@ -340,7 +343,7 @@ def guard_line(line: str, refused: set[str], limit: int = WIRE_DEPTH) -> str:
                 except ValueError:
                     key = None
                 keys[depth] = key if isinstance(key, str) else None
-                if depth == 1 and key in ("id", "method", "jsonrpc"):
+                if depth == 1 and key in ("id", "method"):
                     value = _WIRE_SCALAR.match(line, token.end())
                     if value is not None:
                         top[str(key)] = value.group(1)
@@ -350,8 +353,6 @@ def guard_line(line: str, refused: set[str], limit: int = WIRE_DEPTH) -> str:
             deepest = max(deepest, depth)
             if depth == 3 and opened_at < 0 and keys[1] == "params" and keys[2] == "arguments":
                 opened_at = token.start()
-            elif opened_at < 0 or arguments is not None:
-                outside = max(outside, depth)
         elif char in "}]":
             if depth == 3 and opened_at >= 0 and arguments is None:
                 arguments = (opened_at, token.end())
@@ -361,21 +362,37 @@ def guard_line(line: str, refused: set[str], limit: int = WIRE_DEPTH) -> str:
                 return line
         elif char == "," and depth in (1, 2):
             keys[depth] = None
-    if deepest <= limit or "id" not in top:
+    if "id" not in top:
         return line
     try:
         request_id = json.loads(top["id"])
-    except ValueError:
+    except ValueError:  # (an id Python cannot read either: nothing to answer it with)
         return line
     if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
         return line
-    method = top.get("method", "")
-    log.warning("mcp: request %s nests deeper than %d levels; answered without reading it",
-                escape_invisible(top["id"][:64]), limit)
-    if method == '"tools/call"' and arguments is not None and outside <= limit:
-        refused.add(_id_key(request_id))
-        return line[:arguments[0]] + "{}" + line[arguments[1]:]
-    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "agentkit/request-too-deep"})
+    reason = (f"the request nests deeper than {limit} levels; the server did not read it"
+              if deepest > limit else
+              "the request holds a number too long to read; the server did not read it")
+    log.warning("mcp: request %s cannot be read (%s); answered without reading it",
+                escape_invisible(top["id"][:64]), reason.split(";")[0])
+    if top.get("method") == '"tools/call"' and arguments is not None:
+        rewritten = line[:arguments[0]] + "{}" + line[arguments[1]:]
+        if _readable(rewritten):
+            refused[_id_key(request_id)] = reason
+            return rewritten
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "agentkit/unreadable-request"})
+
+
+#: A run of digits longer than Python (and the SDK's parser) turns into a number by default.
+_LONG_NUMBER = re.compile(r"(?<![0-9])[0-9]{4300}")
+
+
+def _readable(line: str) -> bool:
+    try:
+        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except Exception:
+        return False
+    return True
 
 
 def _id_key(request_id: Any) -> str:
