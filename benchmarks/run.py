@@ -326,6 +326,19 @@ def main(argv: list[str] | None = None) -> int:
                             tracing, "agentkit: ToolRunner.call, read, instrumented (no-op",
                             "agentkit: ToolRunner.call, read", "<=", 1.1))
 
+    redaction = group("redaction", suites.redaction_paths(), "benign prose, 10 KB")
+    for unit in suites.REDACTION_HOSTILE:
+        for label, _size in suites.REDACTION_SIZES:
+            goals.append(ratio_goal(
+                f"redaction: hostile {unit!r} ≤ 25× benign prose, {label} shown whole", redaction,
+                f"hostile {unit!r}, {label}, shown", f"benign prose, {label}", "<=", 25.0))
+        goals.append(ratio_goal(
+            f"redaction: hostile {unit!r} 100 KB ≤ 15× 10 KB (linear)", redaction,
+            f"hostile {unit!r}, 100 KB, shown", f"hostile {unit!r}, 10 KB, shown", "<=", 15.0))
+        goals.append(ratio_goal(
+            f"redaction: hostile {unit!r} cut at 2,000: 1 MB ≤ 2× 100 KB", redaction,
+            f"hostile {unit!r}, 1 MB, cut", f"hostile {unit!r}, 100 KB, cut", "<=", 2.0))
+
     with tempfile.TemporaryDirectory(prefix="agentkit-bench-") as folder:
         for title, paths in suites.durable_paths(folder):
             group(title, paths, "floor:")

@@ -412,6 +412,48 @@ def output_paths() -> list[Path]:
     ]
 
 
+# --------------------------------------------------------------------------- redaction (issue 17)
+
+#: Benign prose, and what a hostile page can make a tool return: a secret's name every six
+#: characters (the densest form of the name/value scan), or an unclosed list after each name.
+REDACTION_PROSE = "The quick brown fox jumps over the lazy dog, and then some more prose. "
+REDACTION_HOSTILE = ('pwd=\\"', "token=[")
+REDACTION_SIZES = (("10 KB", 10_000), ("100 KB", 100_000), ("1 MB", 1_000_000))
+
+
+def _filled(unit: str, size: int) -> str:
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+def redaction_paths() -> list[Path]:
+    """``shape_output`` (render, redact, cut) on benign prose and on hostile text of the same
+    length, shown whole, then hostile text cut at 2,000 characters: the scan is linear in the
+    text, and bounded by the limit when there is one."""
+    from agentkit.boundary.redaction import Redactor, shape_output
+
+    redactor = Redactor()
+    whole = 10**9
+
+    def shaping(text: str, limit: int) -> Callable[[], Callable[[], Any]]:
+        return lambda: lambda: shape_output(text, limit, redactor)
+
+    def shown(result: Any) -> bool:
+        return isinstance(result, dict) and result.get("ok") is True
+
+    paths = []
+    for label, size in REDACTION_SIZES:
+        paths.append(build(f"benign prose, {label}, shown whole",
+                           shaping(_filled(REDACTION_PROSE, size), whole), check=shown))
+        for unit in REDACTION_HOSTILE:
+            paths.append(build(f"hostile {unit!r}, {label}, shown whole",
+                               shaping(_filled(unit, size), whole), check=shown))
+    for label, size in REDACTION_SIZES[1:]:
+        for unit in REDACTION_HOSTILE:
+            paths.append(build(f"hostile {unit!r}, {label}, cut at 2,000",
+                               shaping(_filled(unit, size), 2_000), check=shown))
+    return paths
+
+
 # --------------------------------------------------------------------------- durable writes
 
 

@@ -27,6 +27,7 @@ def ask(workspace: Path) -> str:
 
 
 def test_list_approve_and_the_same_intent_replayed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cli.workspace_runner(tmp_path).store.close()  # a workspace serve-mcp made, nothing asked yet
     assert cli.main(["approvals", "list", "--workspace", str(tmp_path)]) == 0
     assert capsys.readouterr().out == "no pending approvals\n"
     approval_id = ask(tmp_path)

@@ -10,9 +10,48 @@ from __future__ import annotations
 
 import hashlib
 import json
+import json.encoder
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["canonical_json", "fingerprint_of", "json_text"]
+__all__ = ["approval_text", "canonical_json", "encoder", "escape_invisible", "fingerprint_of", "json_text"]
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def encoder(
+    *, sort_keys: bool = False, separators: tuple[str, str] = (", ", ": "),
+    check_circular: bool = True, allow_nan: bool = False,
+) -> Callable[[Any], str]:
+    """A function giving ``json.dumps(value, ensure_ascii=False, …)``'s text,
+    made once: it calls the C encoder directly (``json.dumps`` with options, and
+    ``JSONEncoder.encode``, rebuild it at every call). Raises ``TypeError``/``ValueError``
+    as they do (a value JSON cannot hold, NaN, an int too long for ``str``).
+
+    ``check_circular=False`` is for values known to be acyclic (a copy of bounded depth):
+    a cycle then ends in ``RecursionError`` instead of ``ValueError``.
+    """
+    item, key = separators
+    make = getattr(json.encoder, "c_make_encoder", None)
+    quote = getattr(json.encoder, "c_encode_basestring", None)
+    if make is None or quote is None:  # pragma: no cover - CPython always has the C encoder
+        return json.JSONEncoder(
+            ensure_ascii=False, allow_nan=allow_nan, sort_keys=sort_keys, separators=separators,
+            check_circular=check_circular,
+        ).encode
+    if not check_circular:
+        shared = make(None, _not_json, quote, None, key, item, sort_keys, False, allow_nan)
+        return lambda value: "".join(shared(value, 0))
+
+    def encode(value: Any) -> str:
+        return "".join(make({}, _not_json, quote, None, key, item, sort_keys, False, allow_nan)(value, 0))
+
+    return encode
+
+
+_canonical = encoder(sort_keys=True, separators=(",", ":"), allow_nan=True)
 
 
 def canonical_json(value: Any) -> str:
@@ -20,7 +59,7 @@ def canonical_json(value: Any) -> str:
 
     Raises ``TypeError``/``ValueError`` for what JSON cannot hold, as ``json.dumps`` does.
     """
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _canonical(value)
 
 
 def fingerprint_of(value: Any) -> str:
@@ -30,16 +69,65 @@ def fingerprint_of(value: Any) -> str:
 
 
 def json_text(
-    value: Any, *, indent: int | None = None, compact: bool = False, canonical: bool = False
+    value: Any, *, indent: int | None = None, compact: bool = False, canonical: bool = False,
+    sort_keys: bool = False,
 ) -> str:
     """``value`` as JSON for people to read, non-ASCII kept; what JSON cannot hold is shown by
     its ``repr`` instead of raising. ``indent`` spreads it over lines, ``compact`` drops the
-    spaces after ``,`` and ``:``, ``canonical`` gives :func:`canonical_json`'s text."""
+    spaces after ``,`` and ``:``, ``canonical`` gives :func:`canonical_json`'s text,
+    ``sort_keys`` sorts the keys."""
     try:
         if canonical:
             return canonical_json(value)
         if compact:
-            return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        return json.dumps(value, ensure_ascii=False, indent=indent)
-    except (TypeError, ValueError):
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys)
+        return json.dumps(value, ensure_ascii=False, indent=indent, sort_keys=sort_keys)
+    except (TypeError, ValueError, RecursionError):
         return repr(value)
+
+
+# ---------------------------------------------------------------- what a person is shown
+
+#: Characters ``str.isprintable`` accepts that still show nothing (or reorder nothing but
+#: hide): combining grapheme joiner, Hangul fillers, Khmer inherent vowels, Mongolian free
+#: variation selectors, the Braille blank, variation selectors.
+_BLANK = frozenset(
+    [chr(c) for c in (0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F,
+                      0x3164, 0xFFA0, 0x2800)]
+    + [chr(c) for c in range(0xFE00, 0xFE10)]
+    + [chr(c) for c in range(0xE0100, 0xE01F0)]
+)
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # as JSON writes it: a surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def escape_invisible(text: str) -> str:
+    """``text`` with every character a person cannot see, or that changes how the rest
+    reads, written as its ``\\uXXXX`` escape: bidi overrides and isolates (U+202E, U+2066 …),
+    zero-width characters (U+200B, U+200D, U+2060, U+FEFF), other format and control
+    characters, line and paragraph separators, spaces other than " ", unassigned and private
+    code points, lone surrogates, and the blank characters in :data:`_BLANK`.
+
+    Applied to JSON text the result is still JSON for the same value (JSON reads ``\\u202e``
+    as U+202E, and a backslash the value holds is already written ``\\\\``), so what a person
+    approves is exactly what runs, and a look-alike cannot hide in it.
+    """
+    if text.isprintable() and _BLANK.isdisjoint(text):
+        return text
+    return "".join(
+        char if char.isprintable() and char not in _BLANK else _escaped(char) for char in text
+    )
+
+
+def approval_text(arguments: Any) -> str:
+    """The arguments of a call as a person approving it sees them, whole: JSON with sorted
+    keys, non-ASCII letters kept, and every invisible or reordering character escaped
+    (:func:`escape_invisible`). The CLI, the MCP elicitation and the notebook panel all show
+    this text."""
+    return escape_invisible(json_text(arguments, canonical=False, sort_keys=True))

@@ -29,11 +29,11 @@ are replaced whole (spaces and escaped quotes included); a JSON value that is no
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
+
+from agentkit.boundary.canonical import encoder
 
 REDACTED = "[REDACTED]"
 
@@ -64,7 +64,13 @@ DEFAULT_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\bAIza[0-9A-Za-z_-]{20,}"),  # Google API keys
     re.compile(r"\bnpm_[A-Za-z0-9]{20,}"),  # npm tokens
     # JWTs (header.payload[.signature]); a cut-off one is still two base64url parts.
-    re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}(?:\.[A-Za-z0-9_-]*)?"),
+    # Tried once per run of base64url characters, at its first "eyJ" that follows a word
+    # boundary (every later one in the run fails where the first does): linear, not
+    # quadratic, on "eyJ-eyJ-eyJ-…".
+    re.compile(
+        r"(?<![A-Za-z0-9_-])(?:\b(?=eyJ)|(?=(?P<jwt_skip>[A-Za-z0-9_-]*?-(?=eyJ)))(?P=jwt_skip))"
+        r"(?P<secret>eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}(?:\.[A-Za-z0-9_-]*)?)"
+    ),
     # A Bearer credential is told from prose ("Bearer tokens") by a digit or punctuation, or
     # by a length no English word has; after "Authorization:" any value is a credential.
     re.compile(
@@ -75,7 +81,13 @@ DEFAULT_PATTERNS: tuple[re.Pattern[str], ...] = (
     # after "Authorization:" any value is a credential (see the name/value pairs).
     re.compile(r"\bBasic\s+(?P<secret>(?=[A-Za-z0-9+/]*[0-9+/=])[A-Za-z0-9+/]{6,}={0,2})"),
     # Credentials in URLs: scheme://user:password@host (user and password both hidden).
-    re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>[^\s:/?#@\"'\\]+:[^\s/?#@\"'\\]+)@"),
+    # Tried once per run of scheme characters, at its first letter after a word boundary
+    # (the scheme must reach the run's end, so later starts fail where the first does).
+    re.compile(
+        r"(?<![A-Za-z0-9+.-])(?:\b(?=[A-Za-z])"
+        r"|(?=(?P<url_skip>[A-Za-z0-9+.-]*?[+.-](?=[A-Za-z])))(?P=url_skip))"
+        r"[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>[^\s:/?#@\"'\\]+:[^\s/?#@\"'\\]+)@"
+    ),
     # XML elements and command-line flags named like a secret: <password>…</, --token …
     re.compile(r"(?i)<(?:[A-Za-z0-9_.:-]*(?:passw(?:or)?d|secret|passphrase|api[_-]?key|token))>"
                r"(?P<secret>[^<]+)"),
@@ -83,10 +95,10 @@ DEFAULT_PATTERNS: tuple[re.Pattern[str], ...] = (
                r"|api[_-]?key|token)[ \t]+(?P<secret>[^\s\"'-][^\s\"']*)"),
 )
 
-#: Text (lower case) at least one of which a pattern's match must contain: a pattern whose
-#: hints are all absent from the window is not run. Most output holds no secret at all, and
-#: a substring test is far cheaper than a regular-expression scan.
-_HINTS: dict[re.Pattern[str], tuple[str, ...]] = dict(zip(DEFAULT_PATTERNS, (
+#: Text (lower case) at least one of which a pattern's match must contain, in the order of
+#: :data:`DEFAULT_PATTERNS`: a pattern whose hints are all absent from the text is not run.
+#: Most output holds no secret at all, and a substring test is far cheaper than a scan.
+_PATTERN_HINTS: tuple[tuple[str, ...], ...] = (
     ("-----begin ",),
     ("sk-",),
     ("akia", "asia", "abia", "acca"),
@@ -103,201 +115,352 @@ _HINTS: dict[re.Pattern[str], tuple[str, ...]] = dict(zip(DEFAULT_PATTERNS, (
     ("://",),
     ("<",),
     ("--",),
-), strict=True))
-_HINT_SEARCH = re.compile("|".join(
-    re.escape(hint) for hint in sorted({h for hints in _HINTS.values() for h in hints},
-                                       key=len, reverse=True)
-))
-
-_NAME_CHARS = "A-Za-z0-9_.-"
-#: A secret's name: it contains one of these words, or ends in "token".
-_NAME = re.compile(
-    rf"(?i)(?<![{_NAME_CHARS}])"
-    rf"(?P<name>[{_NAME_CHARS}]*(?:passw(?:or)?d|pwd|secret|passphrase|api[_-]?key|apikey"
-    rf"|private[_-]?key|authorization)[{_NAME_CHARS}]*|[{_NAME_CHARS}]*token)"
-    rf"(?![{_NAME_CHARS}])"
-    r"(?P<close>\\*\"|')?[ \t]*(?P<sep>=>|[:=])[ \t]*"
 )
-#: The words of a secret's name, as :data:`_NAME` spells them, for a quick search first.
+
+#: The characters of a name: ASCII letters, digits, "_", "." and "-", and the four others
+#: that case-insensitive matching reads as ASCII letters (İ, ı, ſ and the Kelvin sign).
+_NAME_CHARS = "A-Za-z0-9_.\u0130\u0131\u017f\u212a-"
+#: A secret's name: it contains one of these words, or ends in "token".
+#: The words of a secret's name (lower case), found first with one search of the lowered text.
 _NAME_WORDS = ("passw", "pwd", "secret", "passphrase", "apikey", "api_key", "api-key",
                "private_key", "private-key", "privatekey", "authorization", "token")
-_NAME_CHAR_SET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
-_NAME_BODY = re.compile(
-    rf"(?i)[{_NAME_CHARS}]*(?:passw(?:or)?d|pwd|secret|passphrase|api[_-]?key|apikey"
-    rf"|private[_-]?key|authorization)[{_NAME_CHARS}]*|[{_NAME_CHARS}]*token"
+_WORD_SEARCH = re.compile("|".join(sorted(_NAME_WORDS, key=len, reverse=True)))
+_NAME_CHAR_SET = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-\u0130\u0131\u017f\u212a"
 )
-_AFTER_NAME = re.compile(r"(?P<close>\\*\"|')?[ \t]*(?P<sep>=>|[:=])[ \t]*")
+_NAME_RUN = re.compile(rf"[{_NAME_CHARS}]*")
+#: A secret's name (a whole run of name characters that contains one of the words, or ends
+#: in "token") and the separator after it; matched where such a run starts.
+#: The name is matched inside a look-ahead, which the engine never backtracks into (an atomic
+#: group, as Python 3.10 can write one): a long run without a separator fails at once.
+_PAIR = re.compile(
+    rf"(?=(?P<name>[{_NAME_CHARS}]*(?i:passw(?:or)?d|pwd|secret|passphrase|api[_-]?key|apikey"
+    rf"|private[_-]?key|authorization)[{_NAME_CHARS}]*|[{_NAME_CHARS}]*(?i:token))"
+    rf"(?![{_NAME_CHARS}]))(?P=name)"
+    r"(?P<close>\\*\"|')?[ \t]*(?P<sep>=>|(?P<colon>:)|=)[ \t]*(?P<open>\\*\")?"
+    # The commonest values, read here when short (at most 64 characters, so that names inside
+    # one long value cost nothing extra): a line's rest after ":", a bare word after "=".
+    # (A quoted string without escapes, closed by the quote that opened it, too.)
+    r"(?(open)(?:(?=(?P<text>[^\"\\]{0,64})(?P=open)))?"
+    r"|(?(colon)(?:(?=(?P<line>[^\r\n\"\\\[{'][^\r\n\"\\]{0,63}(?:(?=[\r\n\"\\])|\Z))))?"
+    r"|(?:(?=(?P<bare>[^ \t\r\n\"'&,;}\])\\\[{][^ \t\r\n\"'&,;}\])\\]{0,63}"
+    r"(?:(?=[ \t\r\n\"'&,;}\])\\])|\Z))))?))"
+)
 _SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest|negotiate|apikey)[ \t]+")
+_SCHEME_HEADS = frozenset({"be", "ba", "to", "di", "ne", "ap"})  # how _SCHEME's words begin
 _JSON_LITERALS = ("null", "true", "false")
+_BACKSLASHES = re.compile(r"\\*")
+#: In a string: backslashes then a quote (group 1: the quote), or backslashes before anything else.
+_STRING_TOKEN = re.compile(r'\\*(")|\\+')
+_SINGLE_STOP = re.compile(r"[\\']")
+_COMPOUND_STOP = re.compile(r'[\\"\[\]{}]')
+_BARE_STOP = re.compile(r"[ \t\r\n\"'&,;}\])\\]")
+_COLON_STOP = re.compile(r'[\r\n"\\]')
+
+#: The name/value scan reads each character a bounded number of times (values already
+#: measured are remembered). As a last guard against text built to defeat that, once it has
+#: read :data:`_WORK_FACTOR` × the text (plus :data:`_WORK_SLACK`), everything from the next
+#: secret's value to the end is redacted instead of scanned: more hidden, never less.
+_WORK_FACTOR = 8
+_WORK_SLACK = 4_096
 
 
-@dataclass(frozen=True)
-class _Span:
+class _Span(NamedTuple):
     start: int
     end: int
     replacement: str
 
 
-class Redactor:
-    """Replaces secrets with ``[REDACTED]`` and counts the spans replaced.
-
-    ``extra`` patterns are added to :data:`DEFAULT_PATTERNS`; a pattern with a group named
-    ``secret`` replaces only that group. Name/value pairs (``password=…``) are found by
-    :meth:`spans` itself, not by a pattern, because the extent of the value depends on its
-    form (quoted, JSON-escaped, a JSON list or object, a bare word).
-    """
-
-    def __init__(self, extra: Iterable[str | re.Pattern[str]] = ()) -> None:
-        self.patterns: list[re.Pattern[str]] = list(DEFAULT_PATTERNS)
-        for pattern in extra:
-            self.add(pattern)
-
-    def add(self, pattern: str | re.Pattern[str]) -> None:
-        self.patterns.append(re.compile(pattern) if isinstance(pattern, str) else pattern)
-
-    def redact(self, text: str) -> tuple[str, int]:
-        """The whole text with every secret replaced, and how many spans were replaced."""
-        spans = self.spans(text)
-        pieces: list[str] = []
-        position = 0
-        for span in spans:
-            pieces.append(text[position:span.start])
-            pieces.append(span.replacement)
-            position = span.end
-        pieces.append(text[position:])
-        return "".join(pieces), len(spans)
-
-    def spans(self, text: str) -> list[_Span]:
-        """The secrets in ``text``, sorted, overlapping ones merged into one span."""
-        found: list[_Span] = []
-        lowered = text.lower()
-        if len(lowered) != len(text):  # a character whose lower case is longer: no shortcuts
-            lowered = ""
-        present = set(_HINT_SEARCH.findall(lowered)) if lowered else set()
-        for pattern in self.patterns:
-            hints = _HINTS.get(pattern)
-            if hints and lowered and present.isdisjoint(hints):
-                continue
-            has_secret = "secret" in pattern.groupindex
-            for match in pattern.finditer(text):
-                if has_secret and match.group("secret") is not None:
-                    start, end = match.span("secret")
-                else:
-                    start, end = match.span()
-                if end > start and text[start:end] != REDACTED:
-                    found.append(_Span(start, end, REDACTED))
-        found.extend(_name_value_spans(text, lowered))
-        return _merge(found)
-
-
-def _merge(spans: list[_Span]) -> list[_Span]:
-    spans.sort(key=lambda s: (s.start, -s.end))
-    merged: list[_Span] = []
-    for span in spans:
-        if merged and span.start < merged[-1].end:
-            last = merged[-1]
-            if span.end > last.end:  # partly overlapping: one plain marker over both
-                merged[-1] = _Span(last.start, span.end, REDACTED)
-            continue
-        merged.append(span)
-    return merged
-
-
 # ---------------------------------------------------------------- name/value pairs
 
 
-def _name_value_spans(text: str, lowered: str = "") -> Iterable[_Span]:
-    for start, end in _secret_names(text, lowered):
-        after = _AFTER_NAME.match(text, end)
-        if after is None:
-            continue
-        close = after.group("close")
-        json_form = (
-            close is not None and close.endswith('"')
-            and text[max(0, start - len(close)):start] == close
-        )
-        colon = after.group("sep") == ":" and close is None
-        span = _value_span(text, after.end(), json_form=json_form, colon=colon)
-        if span is not None:
-            yield span
+def _name_value_spans(text: str, lowered: str) -> list[_Span]:
+    """The values of every name that names a secret, sorted and merged as :func:`_merge`
+    makes them: a whole run of name characters that contains a secret word or ends in
+    "token", then ``=``, ``:`` or ``=>``.
 
-
-def _secret_names(text: str, lowered: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of every name that names a secret: a whole run of name characters
-    that contains a secret word or ends in "token". The words are found first with a plain
-    substring search (``lowered`` is ``text.lower()`` of the same length; empty: use the
-    regular expression), so text without them costs almost nothing."""
-    if not lowered:
-        return [(m.start("name"), m.end("name")) for m in _NAME.finditer(text)]
-    names: set[tuple[int, int]] = set()
+    The words are found with one search of ``lowered`` (``text`` lowered, same length), so
+    text without them costs almost nothing; each run is read once, and the scan stops once a
+    value reaches the end of the text (everything after it is hidden already).
+    """
+    spans: list[_Span] = []
+    first = _WORD_SEARCH.search(lowered)
+    if first is None:
+        return spans
+    scan = _ValueScan(text)
     limit = len(text)
-    for word in _NAME_WORDS:
-        index = lowered.find(word)
-        while index != -1:
-            start, end = index, index + len(word)
-            while start > 0 and text[start - 1] in _NAME_CHAR_SET:
-                start -= 1
-            while end < limit and text[end] in _NAME_CHAR_SET:
-                end += 1
-            if _NAME_BODY.fullmatch(text, start, end):
-                names.add((start, end))
-            index = lowered.find(word, end)
-    return sorted(names)
+    run_end = 0
+    in_order = True
+    pair_at = _PAIR.match
+    for word in _WORD_SEARCH.finditer(lowered, first.start()):
+        index = word.start()
+        if index < run_end:
+            continue  # in the run just read
+        start = index
+        while start > run_end and text[start - 1] in _NAME_CHAR_SET:
+            start -= 1
+        pair = pair_at(text, start)
+        if pair is None:  # not a secret's name, or no separator after it
+            run = _NAME_RUN.match(text, word.end())
+            run_end = run.end() if run is not None else word.end()
+            continue
+        run_end = pair.end(1)  # the name's end
+        close, sep, opening = pair.group(2, 3, 5)
+        value_start = pair.end() if opening is None else pair.start(5)
+        if scan.work > scan.budget:  # text built to make the scan slow: hide the rest
+            if value_start < limit:
+                spans.append(_Span(value_start, limit, REDACTED))
+            return spans
+        if opening is not None and len(opening) - 1 in _QUOTE_LEVELS:
+            # A string, possibly inside one or more JSON strings (the commonest value).
+            content = pair.end()
+            quoted = pair.group(6)
+            end = content + len(quoted) if quoted is not None else scan.string_end(
+                content, len(opening) - 1)
+            span = None if end <= content or text[content:end] == REDACTED else _Span(
+                content, end, REDACTED)
+        elif close is None:
+            colon = sep == ":"
+            short = pair.group(7 if colon else 8)
+            if short is None or opening is not None or short[:2].lower() in _SCHEME_HEADS:
+                span = scan.value(value_start, False, colon)
+            else:  # a short bare word, or a short line's rest: no scan needed
+                end = value_start + len(short.rstrip(" \t") if colon else short)
+                span = _Span(value_start, end, REDACTED) if end > value_start else None
+        else:
+            json_form = close[-1] == '"' and text[max(0, start - len(close)):start] == close
+            span = scan.value(value_start, json_form, False)
+        if span is None:
+            continue
+        if spans and span.start < spans[-1].end:  # inside the last value: merged as _merge does
+            last = spans[-1]
+            if span.start <= last.start:
+                spans.append(span)  # (never seen: values come in order) _merge sorts it out
+                in_order = False
+            elif span.end > last.end:
+                spans[-1] = _Span(last.start, span.end, REDACTED)
+        else:
+            spans.append(span)
+        if span.end >= limit:
+            break
+    return spans if in_order else _merge(spans)
 
 
 #: Backslashes before a quote at each depth of JSON-in-JSON escaping (\", \\\", …).
 _QUOTE_LEVELS = (0, 1, 3, 7, 15, 31)
+#: A JSON value that is not a string replaced by the string "[REDACTED]", at each depth.
+_MARKED = {level: "\\" * level + '"' + REDACTED + "\\" * level + '"' for level in _QUOTE_LEVELS}
 
 
 def _quote_level(text: str, index: int) -> int | None:
     """If a double quote opens at ``index`` (after 0, 1, 3, 7 … backslashes), that count."""
-    run = 0
-    limit = len(text)
-    while index + run < limit and text[index + run] == "\\":
-        run += 1
-    if index + run < limit and text[index + run] == '"' and run in _QUOTE_LEVELS:
+    first = text[index]
+    if first == '"':
+        return 0
+    if first != "\\":
+        return None
+    found = _BACKSLASHES.match(text, index)
+    run = found.end() - index if found is not None else 0
+    if index + run < len(text) and text[index + run] == '"' and run in _QUOTE_LEVELS:
         return run
     return None
 
 
-def _value_span(text: str, start: int, *, json_form: bool, colon: bool) -> _Span | None:
-    """The span of the value that starts at ``start``, in whichever form it is written."""
-    if start >= len(text):
-        return None
-    level = _quote_level(text, start)
-    if level is not None:  # a string, possibly inside one or more JSON strings
-        content = start + level + 1
-        return _content(text, content, _string_end(text, content, level))
-    if text[start] == "'":
-        content = start + 1
-        return _content(text, content, _single_quoted_end(text, content))
-    marker = '"'
-    if text[start] in "[{":
-        level = _level_before(text, start)
-        marker = "\\" * level + '"'
-        end = _compound_end(text, start, level)
-        if text[start:end] == REDACTED:
+class _ValueScan:
+    """Finds where each value ends, remembering what it measured so that values that share
+    text (``token=[token=[…``, ``token: token: …`` on one line) are not read again: every
+    scan jumps from one meaningful character to the next with a regular expression, and
+    ``work`` counts the characters passed over."""
+
+    __slots__ = ("bare", "budget", "colon", "compounds", "limit", "text", "work")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.limit = len(text)
+        self.work = 0
+        self.budget = _WORK_FACTOR * self.limit + _WORK_SLACK
+        #: (start, level) of a list or object -> (its end, whether it closed there).
+        self.compounds: dict[tuple[int, int], tuple[int, bool]] = {}
+        self.bare = (-1, -1)  # (start, end) of the last bare value measured
+        self.colon = (-1, -1, -1)  # (start, end, end without trailing blanks)
+
+    def value(self, start: int, json_form: bool, colon: bool) -> _Span | None:
+        """The span of the value that starts at ``start``, in whichever form it is written."""
+        text = self.text
+        if start >= self.limit:
             return None
-        return _Span(start, end, f"{marker}{REDACTED}{marker}" if json_form else REDACTED)
-    scheme = _SCHEME.match(text, start)
-    if scheme is not None:  # "Authorization: Basic …": the credential, not the scheme word
-        start = scheme.end()
-        colon = False
-    stops = "\r\n\"\\" if colon else " \t\r\n\"'&,;}])\\"
-    end = start
-    limit = len(text)
-    while end < limit and text[end] not in stops:
-        end += 1
-    if colon:  # "password: correct horse battery staple": to the end of the line
-        while end > start and text[end - 1] in " \t":
-            end -= 1
-    value = text[start:end]
-    if not value or value == REDACTED or (json_form and value in _JSON_LITERALS):
-        return None
-    if json_form:
-        marker = "\\" * _level_before(text, start) + '"'
-        return _Span(start, end, f"{marker}{REDACTED}{marker}")
-    return _Span(start, end, REDACTED)
+        first = text[start]
+        if first in "[{":
+            depth = _level_before(text, start)
+            if start + 1 < self.limit and text[start + 1] in "]}":
+                end = start + 2  # [] or {}: nothing inside to read
+            else:
+                end = self.compound_end(start, depth)
+                if text[start:end] == REDACTED:
+                    return None
+            return _Span(start, end, _MARKED[depth] if json_form else REDACTED)
+        level = (0 if first == '"' else _quote_level(text, start)) if first in "\\\"" else None
+        if level is not None:  # a string, possibly inside one or more JSON strings
+            content = start + level + 1
+            end = self.string_end(content, level)
+            if end <= content or text[content:end] == REDACTED:
+                return None
+            return _Span(content, end, REDACTED)
+        if first == "'":
+            content = start + 1
+            return _content(text, content, self.single_quoted_end(content))
+        head = text[start:start + 2].lower()
+        scheme = _SCHEME.match(text, start) if head in _SCHEME_HEADS else None
+        if scheme is not None:  # "Authorization: Basic …": the credential, not the scheme word
+            start = scheme.end()
+            colon = False
+        end = self.colon_end(start) if colon else self.bare_end(start)
+        value = text[start:end]
+        if not value or value == REDACTED or (json_form and value in _JSON_LITERALS):
+            return None
+        if json_form:
+            return _Span(start, end, _MARKED[_level_before(text, start)])
+        return _Span(start, end, REDACTED)
+
+    def bare_end(self, start: int) -> int:
+        """A bare value ends at a blank, a quote or JSON punctuation."""
+        last_start, last_end = self.bare
+        if last_start <= start <= last_end:  # no stop between: the same one ends this value
+            return last_end
+        found = _BARE_STOP.search(self.text, start)
+        end = found.start() if found is not None else self.limit
+        self.work += end - start
+        self.bare = (start, end)
+        return end
+
+    def colon_end(self, start: int) -> int:
+        """``password: correct horse battery staple``: to the end of the line (or a quote),
+        trailing blanks left out."""
+        last_start, last_end, last_trimmed = self.colon
+        if last_start <= start <= last_end:
+            return max(start, last_trimmed)
+        found = _COLON_STOP.search(self.text, start)
+        end = found.start() if found is not None else self.limit
+        trimmed = end
+        while trimmed > start and self.text[trimmed - 1] in " \t":
+            trimmed -= 1
+        self.work += end - start
+        self.colon = (start, end, trimmed)
+        return trimmed
+
+    def string_end(self, index: int, level: int) -> int:
+        """Where a double-quoted string at escaping ``level`` (its quotes have ``level``
+        backslashes before them) that opened before ``index`` closes; the end of the text
+        if it does not.
+
+        At depth d (``level`` = 2**d - 1) a run of r backslashes before a quote is
+        ``r // 2**d`` escaped backslashes of the string itself, then a quote whose own
+        marker is ``r % 2**d`` backslashes. A marker equal to ``level`` is this string's
+        quote: it closes the string after an even number of its own backslashes, and is an
+        escaped quote inside it after an odd number. A smaller marker is a quote of an
+        enclosing string, which ends this one too.
+        """
+        text, limit = self.text, self.limit
+        width = level + 1
+        begin = index
+        end = limit
+        search = _STRING_TOKEN.search
+        while True:
+            found = search(text, index)
+            if found is None:
+                break
+            position, after = found.span()
+            run = after - position - 1
+            if found.group(1) is None:  # an escape such as \n: the next character is plain
+                index = after + 1
+                continue
+            if run == 0:
+                end = position  # a quote with no backslash: this string (or an enclosing one) ends
+                break
+            own, marker = divmod(run, width)
+            if marker < level or own % 2 == 0:
+                end = position + run - marker
+                break
+            index = after  # an escaped quote of this string
+        self.work += end - begin
+        return end
+
+    def single_quoted_end(self, index: int) -> int:
+        text = self.text
+        begin = index
+        end = self.limit
+        while True:
+            found = _SINGLE_STOP.search(text, index)
+            if found is None:
+                break
+            position = found.start()
+            if text[position] == "'":
+                end = position
+                break
+            index = position + 2
+        self.work += end - begin
+        return end
+
+    def compound_end(self, index: int, level: int) -> int:
+        """The end (exclusive) of the JSON list or object opening at ``index`` (strings at
+        escaping ``level`` skipped); the end of the text if it does not close.
+
+        Every list or object met on the way is remembered with its end, so a value that
+        starts inside one already measured is answered without reading it again.
+        """
+        cache = self.compounds
+        known = cache.get((index, level))
+        if known is not None:
+            return known[0]
+        text, limit = self.text, self.limit
+        opened = [index]
+        position = index + 1
+        result = limit
+        while True:
+            found = _COMPOUND_STOP.search(text, position)
+            if found is None:
+                break
+            at = found.start()
+            char = text[at]
+            if char in "\\\"":
+                run_match = _BACKSLASHES.match(text, at)
+                run = run_match.end() - at if run_match is not None else 0
+                if at + run >= limit:
+                    break
+                if text[at + run] != '"':
+                    position = at + run + 1  # an escape: the next character is plain
+                    continue
+                if run == level:  # a string of this value: skip it whole
+                    position = self.string_end(at + run + 1, level) + level + 1
+                    continue
+                if run < level:
+                    result = at  # the enclosing string ends: so does this value
+                    break
+                position = at + run + 1
+                continue
+            if char in "[{":
+                known = cache.get((at, level))
+                if known is None:
+                    opened.append(at)
+                    position = at + 1
+                    continue
+                end, closed = known
+                if closed:
+                    position = end
+                    continue
+                result = end
+                break
+            begin = opened.pop()
+            cache[(begin, level)] = (at + 1, True)
+            if not opened:
+                self.work += at + 1 - index
+                return at + 1
+            position = at + 1
+        if result < limit:  # (a value that runs to the end of the text ends the scan anyway)
+            for begin in opened:
+                cache[(begin, level)] = (result, False)
+        self.work += result - index
+        return result
 
 
 def _level_before(text: str, index: int) -> int:
@@ -320,84 +483,135 @@ def _content(text: str, start: int, end: int) -> _Span | None:
     return _Span(start, end, REDACTED)
 
 
-def _string_end(text: str, index: int, level: int) -> int:
-    """Where a double-quoted string at escaping ``level`` (its quotes have ``level``
-    backslashes before them) that opened before ``index`` closes; the end of the text if it
-    does not.
+# ---------------------------------------------------------------- redactor
 
-    At depth d (``level`` = 2**d - 1) a run of r backslashes before a quote is
-    ``r // 2**d`` escaped backslashes of the string itself, then a quote whose own marker
-    is ``r % 2**d`` backslashes. A marker equal to ``level`` is this string's quote: it closes
-    the string after an even number of its own backslashes, and is an escaped quote inside it
-    after an odd number. A smaller marker is a quote of an enclosing string, which ends this
-    one too.
+
+class _Rule(NamedTuple):
+    """A pattern with what :meth:`Redactor.spans` needs to know about it, worked out once."""
+
+    pattern: re.Pattern[str]
+    hints: frozenset[str] | None  # None: always run (a registry's own pattern)
+    has_secret: bool
+
+
+_DEFAULT_RULES: tuple[_Rule, ...] = tuple(
+    _Rule(pattern, frozenset(hints), "secret" in pattern.groupindex)
+    for pattern, hints in zip(DEFAULT_PATTERNS, _PATTERN_HINTS, strict=True)
+)
+_ALL_HINTS: tuple[str, ...] = tuple(sorted({h for hints in _PATTERN_HINTS for h in hints},
+                                           key=len, reverse=True))
+_HINT_SEARCH = re.compile("|".join(re.escape(hint) for hint in _ALL_HINTS))
+
+
+def _rule(pattern: re.Pattern[str]) -> _Rule:
+    return _Rule(pattern, None, "secret" in pattern.groupindex)
+
+
+class Redactor:
+    """Replaces secrets with ``[REDACTED]`` and counts the spans replaced.
+
+    ``extra`` patterns are added to :data:`DEFAULT_PATTERNS`; a pattern with a group named
+    ``secret`` replaces only that group. Name/value pairs (``password=…``) are found by
+    :meth:`spans` itself, not by a pattern, because the extent of the value depends on its
+    form (quoted, JSON-escaped, a JSON list or object, a bare word).
+
+    Every default pattern and the name/value scan take time linear in the text, whatever
+    it holds (a registry's own patterns are its own to keep linear).
     """
-    width = level + 1
-    limit = len(text)
-    while index < limit:
-        char = text[index]
-        if char == "\\":
-            run = 1
-            while index + run < limit and text[index + run] == "\\":
-                run += 1
-            if index + run < limit and text[index + run] == '"':
-                own, marker = divmod(run, width)
-                if marker < level or own % 2 == 0:
-                    return index + run - marker
-                index += run + 1
+
+    def __init__(self, extra: Iterable[str | re.Pattern[str]] = ()) -> None:
+        self.patterns: list[re.Pattern[str]] = list(DEFAULT_PATTERNS)
+        self._rules: list[_Rule] = list(_DEFAULT_RULES)
+        for pattern in extra:
+            self.add(pattern)
+
+    def add(self, pattern: str | re.Pattern[str]) -> None:
+        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        self.patterns.append(compiled)
+        self._rules.append(_rule(compiled))
+
+    def redact(self, text: str) -> tuple[str, int]:
+        """The whole text with every secret replaced, and how many spans were replaced."""
+        spans = self.spans(text)
+        pieces: list[str] = []
+        position = 0
+        for span in spans:
+            pieces.append(text[position:span.start])
+            pieces.append(span.replacement)
+            position = span.end
+        pieces.append(text[position:])
+        return "".join(pieces), len(spans)
+
+    def spans(self, text: str) -> list[_Span]:
+        """The secrets in ``text``, sorted, overlapping ones merged into one span."""
+        found: list[_Span] = []
+        lowered = _ascii_lowered(text)
+        present = _present_hints(lowered)
+        for pattern, hints, has_secret in self._current_rules():
+            if hints is not None and present.isdisjoint(hints):
                 continue
-            index += run + 1  # an escape such as \n or \u: the next character is plain
+            for match in pattern.finditer(text):
+                if has_secret and match.group("secret") is not None:
+                    start, end = match.span("secret")
+                else:
+                    start, end = match.span()
+                if end > start and text[start:end] != REDACTED:
+                    found.append(_Span(start, end, REDACTED))
+        pairs = _name_value_spans(text, lowered)
+        if not found:
+            return pairs  # sorted and merged already
+        found.extend(pairs)
+        return _merge(found)
+
+    def _current_rules(self) -> list[_Rule]:
+        """The rules for :attr:`patterns` (rebuilt only if someone changed that list)."""
+        rules = self._rules
+        patterns = self.patterns
+        if len(rules) != len(patterns) or any(
+            rule.pattern is not pattern for rule, pattern in zip(rules, patterns, strict=True)
+        ):
+            defaults = {id(rule.pattern): rule for rule in _DEFAULT_RULES}
+            rules = self._rules = [defaults.get(id(p)) or _rule(p) for p in patterns]
+        return rules
+
+
+def _ascii_lowered(text: str) -> str:
+    """``text.lower()`` with the same length as ``text`` (so indexes agree): U+0130 (İ), the
+    one character whose lower case is two, becomes ``i`` as the patterns' ``(?i)`` reads it."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return lowered
+    lowered = text.replace("\u0130", "i").lower()
+    if len(lowered) == len(text):
+        return lowered
+    return "".join(char.lower()[:1] for char in text)  # pragma: no cover - no such character today
+
+
+def _present_hints(lowered: str) -> frozenset[str]:
+    """The hints present in ``lowered``: one search, which ends the matter when none is."""
+    first = _HINT_SEARCH.search(lowered)
+    if first is None:
+        return frozenset()
+    start = first.start()
+    return frozenset(hint for hint in _ALL_HINTS if lowered.find(hint, start) != -1)
+
+
+def _merge(spans: list[_Span]) -> list[_Span]:
+    """``spans`` sorted, overlapping ones merged into one."""
+    spans.sort(key=_span_order)
+    merged: list[_Span] = []
+    for span in spans:
+        if merged and span.start < merged[-1].end:
+            last = merged[-1]
+            if span.end > last.end:  # partly overlapping: one plain marker over both
+                merged[-1] = _Span(last.start, span.end, REDACTED)
             continue
-        if char == '"':
-            return index  # a quote with no backslash: this string (or an enclosing one) ends
-        index += 1
-    return limit
+        merged.append(span)
+    return merged
 
 
-def _single_quoted_end(text: str, index: int) -> int:
-    limit = len(text)
-    while index < limit:
-        char = text[index]
-        if char == "\\":
-            index += 2
-            continue
-        if char == "'":
-            return index
-        index += 1
-    return limit
-
-
-def _compound_end(text: str, index: int, level: int) -> int:
-    """The end (exclusive) of the JSON list or object opening at ``index`` (strings at
-    escaping ``level`` skipped); the end of the text if it does not close."""
-    depth = 0
-    limit = len(text)
-    while index < limit:
-        char = text[index]
-        if char in "\\\"":
-            run = 0
-            while index + run < limit and text[index + run] == "\\":
-                run += 1
-            if index + run >= limit:
-                return limit
-            if text[index + run] != '"':
-                index += run + 1  # an escape: the next character is plain
-                continue
-            if run == level:  # a string of this value: skip it whole
-                index = _string_end(text, index + run + 1, level) + level + 1
-                continue
-            if run < level:
-                return index  # the enclosing string ends: so does this value
-            index += run + 1
-            continue
-        if char in "[{":
-            depth += 1
-        elif char in "]}":
-            depth -= 1
-            if depth == 0:
-                return index + 1
-        index += 1
-    return limit
+def _span_order(span: _Span) -> tuple[int, int]:
+    return span.start, -span.end
 
 
 # ---------------------------------------------------------------- rendering
@@ -433,8 +647,9 @@ def _as_json(value: Any) -> str:
     return _encode(value)
 
 
-#: One encoder for every result (``json.dumps`` with options builds a new one each time).
-_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+#: One encoder for every result, the C encoder called directly (``json.dumps`` with options
+#: and ``JSONEncoder.encode`` build a new one each time).
+_encode = encoder()
 
 
 def type_name(value: Any) -> str:
@@ -494,6 +709,17 @@ def _assemble(window: str, spans: list[_Span], safe: int, limit: int) -> tuple[s
     starts before ``safe`` is shown as its marker (it hides everything to its end, even past
     ``safe``); a marker that does not fit in the limit is left out whole.
     """
+    if safe >= len(window):  # the whole text: if it fits, no cut to look for
+        size = len(window) + sum([len(s.replacement) - s.end + s.start for s in spans])
+        if size <= limit:
+            whole: list[str] = []
+            at = 0
+            for start, end, replacement in spans:
+                whole.append(window[at:start])
+                whole.append(replacement)
+                at = end
+            whole.append(window[at:])
+            return "".join(whole), len(spans), size >= limit, True
     pieces: list[str] = []
     size = count = position = 0
     for span in spans:

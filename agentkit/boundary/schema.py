@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import math
 import types
 import typing
@@ -23,7 +24,10 @@ from typing import Any, Literal, Union
 
 import fastjsonschema
 
+from agentkit.boundary.canonical import encoder
 from agentkit.boundary.errors import ErrorCode, failure
+
+log = logging.getLogger("agentkit")
 
 Validator = Callable[[Any], Any]
 
@@ -174,11 +178,17 @@ def check_arguments(
     """
     if not isinstance(arguments, dict):
         return None, _invalid("arguments must be a JSON object")
+    integral: list[bool] = []
     try:
-        plain = _plain(arguments, 0)
+        plain = _plain(arguments, 0, integral)
     except _NotJSON as exc:
         return None, _invalid(str(exc))
-    text = _encode(plain)
+    except Exception:  # a value that lies about its type (a __class__ property, say)
+        return None, _invalid(_NOT_JSON)
+    try:
+        text = _encode(plain)
+    except (ValueError, RecursionError):  # an int too long for str (sys.get_int_max_str_digits)
+        return None, _invalid("arguments hold a number too long to write as JSON text")
     if len(text) > max_chars:
         return None, _invalid(f"arguments are {len(text)} characters of JSON; the limit is {max_chars}")
     try:
@@ -189,32 +199,27 @@ def check_arguments(
         validator(plain)
     except fastjsonschema.JsonSchemaValueException as exc:
         return None, _invalid(_describe(exc, schema))
-    if not _holds_integral_float(plain):
+    except Exception:  # the check itself cannot evaluate these values (10**400 % 0.5, say)
+        log.debug("the schema check raised on these arguments", exc_info=True)
+        return None, _invalid("arguments hold a value the schema's rules cannot be checked on")
+    if not integral:
         return plain, None  # nothing to coerce: no need to walk the schema
     coerced = _coerce_integers(plain, schema)
     assert isinstance(coerced, dict)
     return coerced, None
 
 
-#: One encoder for every call (``json.dumps`` with options builds a new one each time).
-_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+#: One encoder for every call, the C encoder called directly. The copy :func:`_plain` makes
+#: is acyclic and at most :data:`MAX_DEPTH` deep, so no cycle check is needed.
+_encode = encoder(check_circular=False)
+
+_NOT_JSON = "arguments must hold only JSON values"
 
 
-def _holds_integral_float(value: Any) -> bool:
-    """Whether a plain JSON value (exact types, as :func:`_plain` makes) holds a float such as
-    ``2.0`` anywhere: the only values :func:`_coerce_integers` may change."""
-    kind = type(value)
-    if kind is float:
-        return bool(value.is_integer())
-    if kind is dict:
-        return any(_holds_integral_float(item) for item in value.values())
-    if kind is list:
-        return any(_holds_integral_float(item) for item in value)
-    return False
-
-
-def _plain(value: Any, depth: int) -> Any:
-    """A fresh copy of ``value`` built from exact JSON types, or :class:`_NotJSON`."""
+def _plain(value: Any, depth: int, integral: list[bool]) -> Any:
+    """A fresh copy of ``value`` built from exact JSON types, or :class:`_NotJSON`. A float
+    such as ``2.0`` (the only value :func:`_coerce_integers` may change) is noted in
+    ``integral``, so that no second walk is needed to know whether there is one."""
     if value is None or value is True or value is False:
         return value
     if isinstance(value, str):
@@ -224,7 +229,9 @@ def _plain(value: Any, depth: int) -> Any:
     if isinstance(value, float):
         number = float.__float__(value)
         if not math.isfinite(number):
-            raise _NotJSON("arguments must hold only JSON values")
+            raise _NotJSON(_NOT_JSON)
+        if number.is_integer():
+            integral.append(True)
         return number
     if depth >= MAX_DEPTH:
         raise _NotJSON(f"arguments must not nest deeper than {MAX_DEPTH} levels")
@@ -233,14 +240,14 @@ def _plain(value: Any, depth: int) -> Any:
         items = list(dict.items(value))
         for key, item in items:
             if not isinstance(key, str):
-                raise _NotJSON("arguments must hold only JSON values")
-            out[str.__str__(key)] = _plain(item, depth + 1)
+                raise _NotJSON(_NOT_JSON)
+            out[str.__str__(key)] = _plain(item, depth + 1, integral)
         if len(out) != len(items):  # two keys that only differed by their class
-            raise _NotJSON("arguments must hold only JSON values")
+            raise _NotJSON(_NOT_JSON)
         return out
     if isinstance(value, list):
-        return [_plain(item, depth + 1) for item in list.__iter__(value)]
-    raise _NotJSON("arguments must hold only JSON values")
+        return [_plain(item, depth + 1, integral) for item in list.__iter__(value)]
+    raise _NotJSON(_NOT_JSON)
 
 
 def _coerce_integers(value: Any, schema: Any) -> Any:

@@ -3,7 +3,7 @@
     python -m agentkit matrix            play every cell of the failure matrix; exit 1 on a mismatch
     python -m agentkit matrix --csv F    the same, with the expectations of another CSV file
     python -m agentkit demo              the baseline transcript: the fake model's happy path
-    python -m agentkit serve-mcp         serve the demo tools to an MCP host over stdio
+    python -m agentkit serve-mcp         serve the demo tools (or --registry yours) over MCP stdio
     python -m agentkit approvals list    the approvals waiting in a workspace (approve ID, deny ID)
 
 Imports are made inside each command, so ``--help`` answers at once; no command loads pandas,
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agentkit.boundary.registry import ToolRegistry
     from agentkit.policy.runner import ToolRunner
 
 DEFAULT_QUESTION = "idempotency key retry"
@@ -29,6 +30,18 @@ DEFAULT_QUESTION = "idempotency key retry"
 #: ``files/`` (what the demo tools write), ``agentkit.sqlite3`` (idempotency keys, approvals)
 #: and ``mcp-secret`` (the key that seals elicitation state).
 DEFAULT_WORKSPACE = "~/.agentkit"
+STORE_NAME = "agentkit.sqlite3"
+SECRET_NAME = "mcp-secret"
+REGISTRY_HELP = (
+    "your tools: a ToolRegistry, or a function returning one, as module:attribute "
+    "(e.g. my_server:registry; the module is imported from the current folder); "
+    "default: the demo tools writing into WORKSPACE/files"
+)
+
+
+class UnusableWorkspace(Exception):
+    """A workspace, store or registry the command cannot use; its text is one line naming
+    the path (or the name) and the reason, printed instead of a traceback."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,6 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     serve.add_argument("--workspace", metavar="DIR", default=DEFAULT_WORKSPACE, help=workspace_help)
+    serve.add_argument("--registry", metavar="MODULE:ATTRIBUTE", default=None, help=REGISTRY_HELP)
+    serve.add_argument(
+        "--approvals", choices=["auto", "cli"], default="auto",
+        help=("who settles an irreversible call: 'auto' asks the client's user through an MCP "
+              "elicitation when the client declares it (else the CLI); 'cli' never elicits, "
+              "so only a person running 'agentkit approvals' on this workspace settles it "
+              "(pick it when the client is an agent that could answer by itself)"),
+    )
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                        help="the stderr log level (default: INFO)")
     serve.set_defaults(run=_serve_mcp)
@@ -94,7 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     approvals.add_argument("action", choices=["list", "approve", "deny"])
     approvals.add_argument("approval_id", nargs="?", metavar="ID", help="for approve and deny")
-    approvals.add_argument("--workspace", metavar="DIR", default=DEFAULT_WORKSPACE, help=workspace_help)
+    approvals.add_argument("--workspace", metavar="DIR", default=DEFAULT_WORKSPACE,
+                           help=f"{workspace_help}; it must exist: nothing is created")
+    approvals.add_argument("--store", metavar="PATH", default=None,
+                           help="an existing SQLite store (instead of WORKSPACE/agentkit.sqlite3)")
+    approvals.add_argument("--registry", metavar="MODULE:ATTRIBUTE", default=None,
+                           help=REGISTRY_HELP + "; needed to approve with --store")
     approvals.set_defaults(run=_approvals)
     return parser
 
@@ -135,21 +161,123 @@ def text_table(records: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> 
     return "\n".join(line.rstrip() for line in lines)
 
 
-def workspace_runner(workspace: str | os.PathLike[str]) -> ToolRunner:
-    """The runner ``serve-mcp`` and ``approvals`` share: the demo tools writing into
-    ``WORKSPACE/files`` (the model cannot reach the store or the secret beside it), a durable
-    SQLite store ``WORKSPACE/agentkit.sqlite3``, and one fixed caller context, so that both
-    commands compute the same keys and approval ids for the same intent."""
+def workspace_runner(
+    workspace: str | os.PathLike[str],
+    *,
+    registry: ToolRegistry | None = None,
+    store: str | os.PathLike[str] | None = None,
+    create: bool = True,
+) -> ToolRunner:
+    """The runner ``serve-mcp`` and ``approvals`` share: ``registry`` (default: the demo tools
+    writing into ``WORKSPACE/files``, where the model cannot reach the store or the secret
+    beside it), a durable SQLite store (default ``WORKSPACE/agentkit.sqlite3``), and one fixed
+    caller context, so that both commands compute the same keys and approval ids for the
+    same intent.
+
+    ``create=False`` (the approvals CLI) opens only what exists: a folder that is not a
+    workspace, or a store that is not there, is :class:`UnusableWorkspace`, and nothing is
+    created. Any path or store that cannot be used is :class:`UnusableWorkspace` too, with
+    one line naming the path and the reason.
+    """
     from agentkit.boundary.context import CallContext
     from agentkit.demo.tools import make_demo_registry
     from agentkit.policy.runner import ToolRunner
-    from agentkit.policy.stores import SQLiteIdempotencyStore
+    from agentkit.policy.stores import SQLiteIdempotencyStore, StoreError
 
     root = Path(workspace).expanduser()
-    root.mkdir(parents=True, exist_ok=True)
-    store = SQLiteIdempotencyStore(root / "agentkit.sqlite3")
+    store_path = Path(store).expanduser() if store is not None else root / STORE_NAME
+    if create:
+        _make_folder(root)
+        _make_folder(store_path.parent)
+    else:
+        _existing_store(root, store_path, given=store is not None)
+    if registry is None:
+        registry = make_demo_registry(store_path.parent / "files" if store is not None else root / "files")
+    try:
+        opened = SQLiteIdempotencyStore(store_path)
+    except StoreError as exc:
+        raise UnusableWorkspace(str(exc)) from None
+    except (OSError, ValueError) as exc:
+        raise UnusableWorkspace(f"{store_path}: {_reason(exc)}") from None
     context = CallContext(task_id="mcp", principal="mcp-host")
-    return ToolRunner(make_demo_registry(root / "files"), store=store, context=context)
+    runner = ToolRunner(registry, store=opened, context=context)
+    try:  # a store that opens but cannot be read (not ours, damaged) is refused now, not later
+        runner.pending_approvals()
+    except StoreError as exc:
+        opened.close()
+        raise UnusableWorkspace(str(exc)) from None
+    return runner
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return str(exc) or type(exc).__name__
+
+
+def _make_folder(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UnusableWorkspace(f"{folder}: not a folder (a file is in the way)") from None
+    except OSError as exc:
+        raise UnusableWorkspace(f"{folder}: cannot be a workspace ({_reason(exc)})") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UnusableWorkspace(f"{folder}: cannot be a workspace (not writable)")
+
+
+def _existing_store(root: Path, store_path: Path, *, given: bool) -> None:
+    """Refuse, without creating anything, what is not an existing store."""
+    try:
+        if given:
+            if not store_path.is_file():
+                why = "not a file" if store_path.exists() else "no such store"
+                raise UnusableWorkspace(f"{store_path}: {why} (give an existing agentkit store)")
+            return
+        if not root.is_dir():
+            why = "not a folder" if root.exists() else "no such folder"
+            raise UnusableWorkspace(f"{root}: not an agentkit workspace ({why})")
+        if not store_path.is_file():
+            raise UnusableWorkspace(
+                f"{root}: not an agentkit workspace (no {STORE_NAME}; serve-mcp makes one, "
+                "or give --store PATH)")
+    except OSError as exc:  # a name too long, a folder we may not look into
+        raise UnusableWorkspace(f"{store_path if given else root}: {_reason(exc)}") from None
+
+
+def load_registry(spec: str) -> ToolRegistry:
+    """``module:attribute``: a :class:`~agentkit.ToolRegistry`, or a function (no arguments)
+    returning one. The current folder is searched first, as ``python -m`` does."""
+    import importlib
+
+    from agentkit.boundary.registry import ToolRegistry
+
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise UnusableWorkspace(f"--registry {spec}: write it as module:attribute")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise UnusableWorkspace(
+            f"--registry {spec}: cannot import {module_name} ({type(exc).__name__}: {exc})") from None
+    value: Any = module
+    for part in attribute.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise UnusableWorkspace(f"--registry {spec}: {module_name} has no {attribute}") from None
+    if not isinstance(value, ToolRegistry) and callable(value):
+        try:
+            value = value()
+        except Exception as exc:
+            raise UnusableWorkspace(
+                f"--registry {spec}: calling it failed ({type(exc).__name__}: {exc})") from None
+    if not isinstance(value, ToolRegistry):
+        raise UnusableWorkspace(
+            f"--registry {spec}: not a ToolRegistry (a {type(value).__name__})")
+    return value
 
 
 def _serve_mcp(args: argparse.Namespace) -> int:
@@ -166,31 +294,63 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     logging.basicConfig(stream=sys.stderr, level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     root = Path(args.workspace).expanduser()
-    runner = workspace_runner(root)
-    logging.getLogger("agentkit").info("serving the demo tools over stdio; workspace %s", root)
+    try:
+        registry = load_registry(args.registry) if args.registry else None
+        runner = workspace_runner(root, registry=registry)
+        secret_path = root / SECRET_NAME
+        try:
+            secret = load_secret(secret_path)
+        except (OSError, ValueError) as exc:
+            raise UnusableWorkspace(f"{secret_path}: {_reason(exc)}") from None
+    except UnusableWorkspace as exc:
+        print(f"agentkit serve-mcp: {exc}", file=sys.stderr)
+        return 2
+    tools = "your tools" if args.registry else "the demo tools"
+    logging.getLogger("agentkit").info("serving %s over stdio; workspace %s; approvals: %s",
+                                       tools, root, args.approvals)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C in a terminal: a quiet exit
-        asyncio.run(serve_stdio(runner, secret=load_secret(root / "mcp-secret")))
+        asyncio.run(serve_stdio(runner, secret=secret, approvals=args.approvals))
     return 0
 
 
 def _approvals(args: argparse.Namespace) -> int:
     import json
 
+    from agentkit.boundary.canonical import approval_text, escape_invisible
+    from agentkit.policy.stores import StoreError
+
+    command = f"agentkit approvals {args.action}"
     if args.action != "list" and not args.approval_id:
-        print(f"agentkit approvals {args.action}: give the approval ID", file=sys.stderr)
+        print(f"{command}: give the approval ID", file=sys.stderr)
         return 2
-    runner = workspace_runner(args.workspace)
-    if args.action == "list":
-        pending = runner.pending_approvals()
-        if not pending:
-            print("no pending approvals")
-        for record in pending:
-            shown = json.dumps(record["arguments"], ensure_ascii=False, sort_keys=True)
-            print(f"{record['approval_id']}  {record['tool']}  {shown}")
-        return 0
-    settle = runner.approve if args.action == "approve" else runner.deny
-    result = settle(args.approval_id)
-    print(json.dumps(result, ensure_ascii=False))
+    if args.action == "approve" and args.store is not None and args.registry is None:
+        print(f"{command}: with --store, give --registry MODULE:ATTRIBUTE (the tools to run)",
+              file=sys.stderr)
+        return 2
+    try:
+        registry = load_registry(args.registry) if args.registry else None
+        runner = workspace_runner(args.workspace, registry=registry, store=args.store, create=False)
+    except UnusableWorkspace as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.action == "list":
+            try:
+                pending = runner.pending_approvals()
+            except StoreError as exc:
+                print(f"{command}: {exc}", file=sys.stderr)
+                return 2
+            if not pending:
+                print("no pending approvals")
+            for record in pending:
+                print(f"{escape_invisible(record['approval_id'])}  {escape_invisible(record['tool'])}"
+                      f"  {approval_text(record['arguments'])}")
+            return 0
+        settle = runner.approve if args.action == "approve" else runner.deny
+        result = settle(args.approval_id)
+    finally:
+        runner.store.close()
+    print(escape_invisible(json.dumps(result, ensure_ascii=False)))
     return 0 if result.get("ok") or args.action == "deny" and result.get("error") == "forbidden" else 1
 
 

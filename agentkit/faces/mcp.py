@@ -29,28 +29,31 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import hmac
+import io
 import json
 import logging
 import os
+import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from agentkit.boundary.canonical import canonical_json
+from agentkit.boundary.canonical import approval_text, canonical_json, escape_invisible
 from agentkit.boundary.errors import ErrorCode, failure
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.policy.runner import ToolRunner
 
-__all__ = ["APPROVAL_INPUT", "RequestStateSeal", "call_result", "load_secret", "make_server",
-           "mcp_tools", "serve_stdio"]
+__all__ = ["APPROVAL_INPUT", "WIRE_DEPTH", "RequestStateSeal", "call_result", "load_secret",
+           "make_server", "mcp_tools", "serve_stdio"]
 
 log = logging.getLogger("agentkit")
 
@@ -58,6 +61,13 @@ log = logging.getLogger("agentkit")
 APPROVAL_INPUT = "agentkit.approval"
 
 _STATE_VERSION = "ak1"
+
+#: How deeply a JSON-RPC message read over stdio may nest. The SDK's parser gives up a little
+#: deeper than this and then drops the message unanswered; the stdio reader answers it
+#: instead (``invalid_arguments`` for a ``tools/call``, else a JSON-RPC error).
+WIRE_DEPTH = 128
+
+Approvals = Literal["auto", "cli"]
 
 
 class RequestStateSeal:
@@ -145,15 +155,33 @@ def call_result(result: Mapping[str, Any]) -> types.CallToolResult:
 
 
 def make_server(
-    runner: ToolRunner, *, secret: bytes | None = None, name: str = "agentkit"
+    runner: ToolRunner, *, secret: bytes | None = None, name: str = "agentkit",
+    approvals: Approvals = "auto",
 ) -> Server[Any]:
     """A low-level MCP server over ``runner``'s registry, applying its policy to every call.
 
     ``secret`` seals the elicitation ``request_state`` (see :class:`RequestStateSeal`); without
-    one a fresh random secret is used, good for this process only.
+    one a fresh random secret is used, good for this process only. ``approvals``: ``"auto"``
+    asks the client's user through an elicitation when the client declares it; ``"cli"``
+    never elicits (an agent client may answer elicitations by itself), so an irreversible
+    call stays ``approval_required`` until a person settles it with the approvals CLI (or a
+    panel) on the same store, and an elicitation answer a client sends is not taken.
     """
+    return _server(runner, secret=secret, name=name, approvals=approvals, refused={})
+
+
+def _server(
+    runner: ToolRunner, *, secret: bytes | None, name: str, approvals: Approvals,
+    refused: dict[str, str],
+) -> Server[Any]:
+    """:func:`make_server`; ``refused`` maps the ids of ``tools/call`` requests the stdio
+    reader could not read (their arguments were dropped) to the reason: they are answered
+    ``invalid_arguments`` with it and run nothing."""
+    if approvals not in ("auto", "cli"):
+        raise ValueError("approvals must be 'auto' or 'cli'")
     seal = RequestStateSeal(secret if secret is not None else secrets.token_bytes(32))
     registry = runner.registry
+    elicit = approvals == "auto"
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -173,13 +201,17 @@ def make_server(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         name, arguments = params.name, params.arguments if params.arguments is not None else {}
-        if params.request_state is not None or params.input_responses:
+        if refused:
+            reason = refused.pop(_id_key(ctx.request_id), None)
+            if reason is not None:
+                return call_result(failure(ErrorCode.INVALID_ARGUMENTS, detail=reason))
+        if elicit and (params.request_state is not None or params.input_responses):
             return await _answered(params, name, arguments)
         result = await runner.acall(name, arguments)
         if result.get("error") != ErrorCode.APPROVAL_REQUIRED.value:
             return call_result(result)
         approval_id = str(result["approval_id"])
-        if not _can_elicit(ctx):
+        if not elicit or not _can_elicit(ctx):
             return call_result(result)  # settled out of band: the approvals CLI
         message = _approval_message(name, arguments, approval_id)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -210,17 +242,161 @@ def make_server(
     return Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def serve_stdio(runner: ToolRunner, *, secret: bytes | None = None) -> None:
-    """Serve ``runner`` over stdin/stdout until the client closes the stream.
+async def serve_stdio(
+    runner: ToolRunner, *, secret: bytes | None = None, approvals: Approvals = "auto"
+) -> None:
+    """Serve ``runner`` over stdin/stdout until the client closes the stream (a coroutine:
+    ``asyncio.run(serve_stdio(runner, secret=load_secret(path)))``).
 
-    The SDK's ``stdio_server`` points file descriptor 1 at stderr while it serves, so a stray
-    ``print`` in a handler cannot corrupt the protocol stream.
+    While it serves, file descriptor 1 points at stderr (the SDK's ``stdio_server``) and
+    descriptor 0 at the null device, so a stray ``print`` or ``input`` in a handler cannot
+    touch the protocol stream. Every request with an id gets an answer: one nested deeper
+    than :data:`WIRE_DEPTH` (which the SDK's reader would drop) is answered here.
     """
     from mcp.server.stdio import stdio_server
 
-    server = make_server(runner, secret=secret)
-    async with stdio_server() as (read_stream, write_stream):
+    refused: dict[str, str] = {}
+    server = _server(runner, secret=secret, name="agentkit", approvals=approvals, refused=refused)
+    async with _stdin_lines(refused) as stdin, stdio_server(stdin=stdin) as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+@contextlib.asynccontextmanager
+async def _stdin_lines(refused: dict[str, str]) -> AsyncIterator[Any]:
+    """The protocol's input, read from a private copy of descriptor 0 (which points at the
+    null device meanwhile), each line passed through :func:`guard_line`."""
+    import anyio
+
+    try:
+        private = os.dup(0)
+    except OSError:  # no descriptor 0 at all: the SDK reads sys.stdin, unguarded
+        yield None
+        return
+    try:
+        quiet = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(quiet, 0)
+        os.close(quiet)
+    except OSError:  # cannot divert: read descriptor 0 itself
+        os.close(private)
+        private = -1
+    wire = io.TextIOWrapper(
+        os.fdopen(max(private, 0), "rb", closefd=False),
+        encoding="utf-8", errors="replace",
+    )
+    try:
+        yield _GuardedLines(anyio.wrap_file(wire), refused)
+    finally:
+        with contextlib.suppress(ValueError):
+            wire.detach()
+        if private >= 0:
+            with contextlib.suppress(OSError):
+                os.dup2(private, 0)  # (never closed: a reader thread may still block on it)
+
+
+class _GuardedLines:
+    """Lines of an async text file, each passed through :func:`guard_line`."""
+
+    def __init__(self, source: Any, refused: dict[str, str]) -> None:
+        self._source = source
+        self._refused = refused
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        async for line in self._source:
+            yield guard_line(line, self._refused)
+
+
+#: A string (its closing quote optional, so an unclosed one ends the line in one step), or a
+#: bracket, colon or comma.
+_WIRE_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}:,]')
+_WIRE_SCALAR = re.compile(r'\s*("(?:[^"\\]|\\.)*"|[^,}\]\s]+)')
+
+
+def guard_line(line: str, refused: dict[str, str], limit: int = WIRE_DEPTH) -> str:
+    """``line`` as the SDK should read it. A JSON-RPC request the SDK's parser cannot read
+    (nested deeper than ``limit``, or holding a number too long for it), which it would drop
+    so that its client waits forever, becomes one the server answers: a ``tools/call`` whose
+    only unreadable part is its arguments keeps its id, name and metadata, loses its
+    arguments, and its id goes into ``refused`` with the reason (answered
+    ``invalid_arguments``, nothing runs); any other request becomes a call of an unknown
+    method (a JSON-RPC error with its id). A message without a readable id is passed on
+    (nothing can answer it). Linear in the line; a line with few brackets and no long
+    number is not even looked at."""
+    deep = line.count("{") + line.count("[") > limit
+    if not deep and _LONG_NUMBER.search(line) is None:
+        return line
+    if _readable(line):
+        return line
+    depth = deepest = 0
+    keys: list[str | None] = [None]
+    last_string = ""
+    top: dict[str, str] = {}
+    arguments: tuple[int, int] | None = None
+    opened_at = -1
+    for token in _WIRE_TOKEN.finditer(line):
+        char = line[token.start()]
+        if char == '"':
+            last_string = token.group()
+        elif char == ":":
+            if depth in (1, 2):
+                try:
+                    key = json.loads(last_string)
+                except ValueError:
+                    key = None
+                keys[depth] = key if isinstance(key, str) else None
+                if depth == 1 and key in ("id", "method"):
+                    value = _WIRE_SCALAR.match(line, token.end())
+                    if value is not None:
+                        top[str(key)] = value.group(1)
+        elif char in "{[":
+            depth += 1
+            keys.append(None)
+            deepest = max(deepest, depth)
+            if depth == 3 and opened_at < 0 and keys[1] == "params" and keys[2] == "arguments":
+                opened_at = token.start()
+        elif char in "}]":
+            if depth == 3 and opened_at >= 0 and arguments is None:
+                arguments = (opened_at, token.end())
+            keys.pop()
+            depth -= 1
+            if depth < 0:
+                return line
+        elif char == "," and depth in (1, 2):
+            keys[depth] = None
+    if "id" not in top:
+        return line
+    try:
+        request_id = json.loads(top["id"])
+    except ValueError:  # (an id Python cannot read either: nothing to answer it with)
+        return line
+    if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
+        return line
+    reason = (f"the request nests deeper than {limit} levels; the server did not read it"
+              if deepest > limit else
+              "the request holds a number too long to read; the server did not read it")
+    log.warning("mcp: request %s cannot be read (%s); answered without reading it",
+                escape_invisible(top["id"][:64]), reason.split(";")[0])
+    if top.get("method") == '"tools/call"' and arguments is not None:
+        rewritten = line[:arguments[0]] + "{}" + line[arguments[1]:]
+        if _readable(rewritten):
+            refused[_id_key(request_id)] = reason
+            return rewritten
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "agentkit/unreadable-request"})
+
+
+#: A run of digits longer than Python (and the SDK's parser) turns into a number by default.
+_LONG_NUMBER = re.compile(r"(?<![0-9])[0-9]{4300}")
+
+
+def _readable(line: str) -> bool:
+    try:
+        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except Exception:
+        return False
+    return True
+
+
+def _id_key(request_id: Any) -> str:
+    return json.dumps(request_id)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -236,11 +412,11 @@ def _ask(message: str, state: str) -> types.InputRequiredResult:
 
 
 def _approval_message(tool: str, arguments: dict[str, Any], approval_id: str) -> str:
-    shown = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
-    if len(shown) > 500:
-        shown = shown[:500] + "…"
+    """What the host shows its user: the tool and the whole arguments, never cut, exactly as
+    they will run, with every invisible or reordering character escaped
+    (:func:`approval_text`, the text ``agentkit approvals list`` shows too)."""
     return (
-        f"Approve {tool} with {shown}? It cannot be undone. "
+        f"Approve {escape_invisible(tool)} with {approval_text(arguments)}? It cannot be undone. "
         f"Accept runs it once; decline refuses it. (approval {approval_id})"
     )
 
