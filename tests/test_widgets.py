@@ -178,7 +178,7 @@ def test_approval_panel_approves_one_call_exactly_once(tmp_path, corpus):
     assert "agentkit-approval-row" in _classes(row)
     assert approval_id in row.children[0].value
     assert "send_message" in row.children[0].value
-    assert '{"body":"The report is ready.","to":"Ana"}' in html_unescape(row.children[0].value)
+    assert '{"body": "The report is ready.", "to": "Ana"}' in html_unescape(row.children[0].value)
 
     [approve] = [b for b in _buttons(panel) if b.description == "Approve"]
     approve.click()
@@ -196,6 +196,20 @@ def test_approval_panel_approves_one_call_exactly_once(tmp_path, corpus):
     assert again["replayed"] is True
     assert outbox_lines(tmp_path) == 1
     assert "handler calls: 1" in panel.status_html.value
+
+
+def test_approval_panel_shows_what_will_run_with_invisible_characters_escaped(tmp_path, corpus):
+    """docs/design.md#mcp (rev 3): the person approving sees exactly what runs: a bidi override
+    or a zero-width character is shown as its escape, never applied to the text."""
+    runner = _runner(tmp_path, corpus)
+    asked = runner.call("send_message", {"to": "Ada\u202eeve@evil.example", "body": "a\u200bb"})
+    assert asked["error"] == "approval_required"
+    panel = ApprovalPanel(runner)
+    [row] = panel.list_box.children
+    shown = html_unescape(row.children[0].value)
+    assert "\u202e" not in shown and "\u200b" not in shown
+    assert "Ada\\u202eeve@evil.example" in shown and "a\\u200bb" in shown
+    assert outbox_lines(tmp_path) == 0
 
 
 def test_approval_panel_deny_runs_nothing(tmp_path, corpus):

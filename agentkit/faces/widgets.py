@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 import ipywidgets as widgets
 
-from agentkit.boundary.canonical import json_text
+from agentkit.boundary.canonical import approval_text, json_text
 from agentkit.demo import matrix
 from agentkit.demo.agent import Step, Transcript, take_turn
 from agentkit.demo.fake_model import FinalAnswer
@@ -396,7 +396,7 @@ class ApprovalPanel(_Panel):
         approval_id = str(record["approval_id"])
         text = widgets.HTML(
             f"<code>{html.escape(str(record.get('tool', '')))}</code> "
-            f"<code>{html.escape(json_text(record.get('arguments'), compact=True))}</code> "
+            f"<code>{html.escape(approval_text(record.get('arguments')))}</code> "
             f'<small style="white-space: nowrap">{html.escape(approval_id)}</small>'
         )
         text.layout = widgets.Layout(flex="1 1 auto", min_width="0")
