@@ -255,21 +255,52 @@ if sys.version_info >= (3, 11):
 
 else:  # pragma: no cover - exercised on Python 3.10 only
 
+    class _Tracked:
+        """Awaits an awaitable in the caller's own task and notes whether the task threw a
+        ``CancelledError`` into it (Python 3.10 has no ``Task.cancelling()``): a task's
+        cancellation (its caller's, or the deadline's) always arrives as ``throw()`` through
+        every awaiting frame, while a ``CancelledError`` the handler raises by itself does not.
+        """
+
+        __slots__ = ("_inner", "thrown")
+
+        def __init__(self, awaitable: Awaitable[Any]) -> None:
+            self._inner: Any = awaitable.__await__()
+            self.thrown = False
+
+        def __await__(self) -> _Tracked:
+            return self
+
+        def __iter__(self) -> _Tracked:
+            return self
+
+        def __next__(self) -> Any:
+            return self._inner.send(None)
+
+        def send(self, value: Any) -> Any:
+            return self._inner.send(value)
+
+        def throw(self, kind: Any, value: Any = None, traceback: Any = None) -> Any:
+            error = value if value is not None else kind
+            if isinstance(error, asyncio.CancelledError) or (
+                isinstance(error, type) and issubclass(error, asyncio.CancelledError)
+            ):
+                self.thrown = True
+            return self._inner.throw(kind, value, traceback)
+
+        def close(self) -> None:
+            self._inner.close()
+
     async def _await_handler(awaitable: Awaitable[_T]) -> _T:
-        """Python 3.10 has no ``Task.cancelling()``: the handler runs as a task of its own, so
-        a cancellation of *this* task arrives here (while the handler's task still runs, which
-        is then cancelled and awaited, as a direct await would have done), and a handler task
-        that ends cancelled without that raised ``CancelledError`` by itself."""
-        inner = asyncio.ensure_future(awaitable)
+        """Await the handler in this task; a ``CancelledError`` that this task did not throw
+        into it is one the handler raised by itself."""
+        tracked = _Tracked(awaitable)
         try:
-            await asyncio.wait((inner,))
-        except asyncio.CancelledError:
-            inner.cancel()
-            await asyncio.wait((inner,))
-            raise
-        if inner.cancelled():
-            raise HandlerCancelled("the handler raised CancelledError")
-        return inner.result()
+            return await tracked  # type: ignore[no-any-return]
+        except asyncio.CancelledError as exc:
+            if tracked.thrown:
+                raise
+            raise HandlerCancelled("the handler raised CancelledError") from exc
 
 
 _OWN = threading.local()  # each worker thread's own event loop, made on first use
