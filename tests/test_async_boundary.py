@@ -1,5 +1,5 @@
-"""The async boundary (DESIGN §11): ``aexecute`` and ``arun_limited``, the async twins of
-``execute`` and ``run_limited`` that the runner's async driver uses.
+"""The async boundary (docs/design.md#async-path): ``aexecute`` and ``arun_limited``, the
+async twins of ``execute`` and ``run_limited`` that the runner's async driver uses.
 
 - a coroutine handler runs on the caller's loop, with no thread hand-off and no thread held
   while it awaits; a sync handler goes to a worker and back;
