@@ -24,15 +24,22 @@ callers alike (docs/design.md#async-path):
 - from the sync path, a coroutine handler runs to completion on its worker thread's own event
   loop (a fresh one per attempt, closed afterwards, as ``asyncio.run`` does), under the same
   ``timeout_seconds``;
-- from async code (:func:`run_on_worker`, used by ``ainvoke_tool`` and ``ToolRunner.acall``),
-  the policy runs on a worker thread as it does for sync callers, and a coroutine handler it
-  reaches is sent back to the *caller's* event loop, under ``asyncio.timeout`` (on Python 3.10,
-  which has no ``asyncio.timeout``, a small equivalent: a ``call_later`` that cancels the task
-  and marks the scope expired). Sync handlers run on the same worker threads either way, and a
-  tool's ``max_concurrency`` slot is the same semaphore for both kinds of caller.
+- from async code (:func:`arun_limited`, used by ``aexecute``/``ainvoke_tool`` and the
+  runner's async driver), a coroutine handler runs on the *caller's* event loop under
+  ``asyncio.timeout``, with no thread hand-off and no thread held while it awaits (on Python
+  3.10, which has no ``asyncio.timeout``, a small equivalent: a ``call_later`` that cancels
+  the task and marks the scope expired); a sync handler goes to a worker and back;
+- a policy that itself runs on a worker for an async caller (:func:`run_on_worker`) sends a
+  coroutine handler it reaches back to that caller's loop.
 
-A coroutine cancelled by its deadline (or by anything else) is ``outcome_unknown``, never a
-plain failure: cancellation does not prove that a write did not happen.
+Sync handlers run on the same worker threads either way, and a tool's ``max_concurrency``
+slot (:class:`Slot`) is the same semaphore for both kinds of caller.
+
+A coroutine cancelled by its deadline (or by its caller's cancellation) is
+``outcome_unknown``, never a plain failure: cancellation does not prove that a write did not
+happen. A handler that raises ``CancelledError`` by itself (nobody cancelled its caller) is
+:class:`HandlerCancelled`, also ``outcome_unknown``; only the caller's own cancellation
+propagates to the caller.
 """
 
 from __future__ import annotations
