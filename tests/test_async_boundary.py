@@ -299,6 +299,7 @@ def test_renders_large_reads_the_size_without_rendering() -> None:
     assert renders_large("x" * (RENDER_ON_LOOP_MAX_CHARS + 1))
     assert not renders_large({"ref": "r1", "saved": True, "n": 3, "items": [1, 2.5, None]})
     assert renders_large({"rows": ["y" * 1000] * 100})
+    assert renders_large(["\x01" * 11_000])  # JSON text: six characters for each
     assert renders_large(list(range(5000)))  # more items than it looks at
     assert renders_large(object()) and renders_large(10**100)
     assert not renders_large(None) and not renders_large(7)
