@@ -160,9 +160,14 @@ def _in_attempt(
 ) -> Any:
     _CURRENT.set(attempt)  # inside the copied context: never leaks to the caller
     value = handler(**arguments)
-    if inspect.isawaitable(value):  # a coroutine handler reached from the sync path
+    # A coroutine handler reached from the sync path (the plain types are never awaitable:
+    # asking them costs an ABC check on every call).
+    if type(value) not in _PLAIN and inspect.isawaitable(value):
         value = _run_on_own_loop(value, timeout)
     return value
+
+
+_PLAIN = frozenset({str, dict, list, tuple, int, float, bool, type(None), bytes})
 
 
 # --------------------------------------------------------------------------- coroutine handlers
