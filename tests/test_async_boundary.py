@@ -91,6 +91,33 @@ def test_aexecute_runs_a_sync_handler_on_a_worker_and_matches_execute() -> None:
     assert len(threads) == 2 and all(name.startswith("agentkit-worker") for name in threads)
 
 
+def test_ainvoke_tool_checks_on_the_loop_and_makes_one_hop_for_a_sync_handler(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    where: dict[str, list[str]] = {"policy": [], "handler": []}
+    submitted: list[object] = []
+
+    def policy(spec: Any, arguments: Any, context: Any) -> None:
+        where["policy"].append(threading.current_thread().name)
+
+    def lookup(query: str) -> str:
+        where["handler"].append(threading.current_thread().name)
+        return query
+
+    registry = ToolRegistry([ToolSpec("find", "Find.", "read", 2.0, 1, 100, lookup)], policies=[policy])
+    submit = concurrency._POOL.submit
+
+    def counting(task: Any) -> None:
+        submitted.append(task)
+        submit(task)
+
+    monkeypatch.setattr(concurrency._POOL, "submit", counting)
+    assert asyncio.run(ainvoke_tool(registry, "find", {"query": "q"})) == {"ok": True, "data": "q"}
+    assert where["policy"] == [threading.main_thread().name]  # the checks ran on the loop
+    assert len(where["handler"]) == 1 and where["handler"][0].startswith("agentkit-worker")
+    assert len(submitted) == 1  # one hand-off to a worker (and one back)
+
+
 @pytest.mark.parametrize("kind", ["coroutine", "sync"])
 def test_aexecute_reports_a_handler_still_running_at_its_deadline(kind: str) -> None:
     release = threading.Event()
