@@ -767,6 +767,7 @@ async def arun_limited(
     slot: Slot | None,
     finish: Callable[[Any], Any] | None = None,
     heavy: Callable[[Any], bool] | None = None,
+    coroutine: bool | None = None,
 ) -> str:
     """:func:`run_limited` for a caller on an event loop: the same statuses ("busy",
     "timeout", "finished") and the same :class:`Attempt` (started, running, done callbacks,
@@ -784,11 +785,12 @@ async def arun_limited(
     ``CancelledError`` propagates; a sync handler that has started runs on to its end (its
     slot is freed then), one that has not started never runs. A coroutine handler that raises
     ``CancelledError`` by itself is :class:`HandlerCancelled` in ``attempt.error``, not a
-    cancellation of the caller.
+    cancellation of the caller. ``coroutine`` says whether ``handler`` is a coroutine
+    function when the caller knows (a registry entry does); None: find out.
     """
     if slot is not None and not await slot.aacquire(timeout):
         return "busy"
-    if is_coroutine_handler(handler):
+    if is_coroutine_handler(handler) if coroutine is None else coroutine:
         return await run_here(handler, arguments, attempt, timeout, slot, finish, heavy)
     loop = asyncio.get_running_loop()
     waiter: asyncio.Future[None] = loop.create_future()

@@ -206,6 +206,7 @@ async def aexecute(
         slot=entry.slot,
         finish=renderer(registry, spec, call_id),
         heavy=renders_large,
+        coroutine=entry.coroutine,
     )
     return conclude(entry, attempt, status, call_id), attempt
 
