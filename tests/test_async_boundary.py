@@ -1,5 +1,5 @@
-"""The async boundary (DESIGN §11): ``aexecute`` and ``arun_limited``, the async twins of
-``execute`` and ``run_limited`` that the runner's async driver uses.
+"""The async boundary (docs/design.md#async-path): ``aexecute`` and ``arun_limited``, the
+async twins of ``execute`` and ``run_limited`` that the runner's async driver uses.
 
 - a coroutine handler runs on the caller's loop, with no thread hand-off and no thread held
   while it awaits; a sync handler goes to a worker and back;
@@ -89,6 +89,33 @@ def test_aexecute_runs_a_sync_handler_on_a_worker_and_matches_execute() -> None:
     assert result == expected == {"ok": True, "data": "found q"}
     assert attempt.started and attempt.done.is_set()
     assert len(threads) == 2 and all(name.startswith("agentkit-worker") for name in threads)
+
+
+def test_ainvoke_tool_checks_on_the_loop_and_makes_one_hop_for_a_sync_handler(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    where: dict[str, list[str]] = {"policy": [], "handler": []}
+    submitted: list[object] = []
+
+    def policy(spec: Any, arguments: Any, context: Any) -> None:
+        where["policy"].append(threading.current_thread().name)
+
+    def lookup(query: str) -> str:
+        where["handler"].append(threading.current_thread().name)
+        return query
+
+    registry = ToolRegistry([ToolSpec("find", "Find.", "read", 2.0, 1, 100, lookup)], policies=[policy])
+    submit = concurrency._POOL.submit
+
+    def counting(task: Any) -> None:
+        submitted.append(task)
+        submit(task)
+
+    monkeypatch.setattr(concurrency._POOL, "submit", counting)
+    assert asyncio.run(ainvoke_tool(registry, "find", {"query": "q"})) == {"ok": True, "data": "q"}
+    assert where["policy"] == [threading.main_thread().name]  # the checks ran on the loop
+    assert len(where["handler"]) == 1 and where["handler"][0].startswith("agentkit-worker")
+    assert len(submitted) == 1  # one hand-off to a worker (and one back)
 
 
 @pytest.mark.parametrize("kind", ["coroutine", "sync"])
@@ -299,6 +326,7 @@ def test_renders_large_reads_the_size_without_rendering() -> None:
     assert renders_large("x" * (RENDER_ON_LOOP_MAX_CHARS + 1))
     assert not renders_large({"ref": "r1", "saved": True, "n": 3, "items": [1, 2.5, None]})
     assert renders_large({"rows": ["y" * 1000] * 100})
+    assert renders_large(["\x01" * 11_000])  # JSON text: six characters for each
     assert renders_large(list(range(5000)))  # more items than it looks at
     assert renders_large(object()) and renders_large(10**100)
     assert not renders_large(None) and not renders_large(7)

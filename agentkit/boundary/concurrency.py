@@ -24,15 +24,22 @@ callers alike (docs/design.md#async-path):
 - from the sync path, a coroutine handler runs to completion on its worker thread's own event
   loop (a fresh one per attempt, closed afterwards, as ``asyncio.run`` does), under the same
   ``timeout_seconds``;
-- from async code (:func:`run_on_worker`, used by ``ainvoke_tool`` and ``ToolRunner.acall``),
-  the policy runs on a worker thread as it does for sync callers, and a coroutine handler it
-  reaches is sent back to the *caller's* event loop, under ``asyncio.timeout`` (on Python 3.10,
-  which has no ``asyncio.timeout``, a small equivalent: a ``call_later`` that cancels the task
-  and marks the scope expired). Sync handlers run on the same worker threads either way, and a
-  tool's ``max_concurrency`` slot is the same semaphore for both kinds of caller.
+- from async code (:func:`arun_limited`, used by ``aexecute``/``ainvoke_tool`` and the
+  runner's async driver), a coroutine handler runs on the *caller's* event loop under
+  ``asyncio.timeout``, with no thread hand-off and no thread held while it awaits (on Python
+  3.10, which has no ``asyncio.timeout``, a small equivalent: a ``call_later`` that cancels
+  the task and marks the scope expired); a sync handler goes to a worker and back;
+- a policy that itself runs on a worker for an async caller (:func:`run_on_worker`) sends a
+  coroutine handler it reaches back to that caller's loop.
 
-A coroutine cancelled by its deadline (or by anything else) is ``outcome_unknown``, never a
-plain failure: cancellation does not prove that a write did not happen.
+Sync handlers run on the same worker threads either way, and a tool's ``max_concurrency``
+slot (:class:`Slot`) is the same semaphore for both kinds of caller.
+
+A coroutine cancelled by its deadline (or by its caller's cancellation) is
+``outcome_unknown``, never a plain failure: cancellation does not prove that a write did not
+happen. A handler that raises ``CancelledError`` by itself (nobody cancelled its caller) is
+:class:`HandlerCancelled`, also ``outcome_unknown``; only the caller's own cancellation
+propagates to the caller.
 """
 
 from __future__ import annotations
@@ -153,9 +160,14 @@ def _in_attempt(
 ) -> Any:
     _CURRENT.set(attempt)  # inside the copied context: never leaks to the caller
     value = handler(**arguments)
-    if inspect.isawaitable(value):  # a coroutine handler reached from the sync path
+    # A coroutine handler reached from the sync path (the plain types are never awaitable:
+    # asking them costs an ABC check on every call).
+    if type(value) not in _PLAIN and inspect.isawaitable(value):
         value = _run_on_own_loop(value, timeout)
     return value
+
+
+_PLAIN = frozenset({str, dict, list, tuple, int, float, bool, type(None), bytes})
 
 
 # --------------------------------------------------------------------------- coroutine handlers
@@ -255,21 +267,52 @@ if sys.version_info >= (3, 11):
 
 else:  # pragma: no cover - exercised on Python 3.10 only
 
+    class _Tracked:
+        """Awaits an awaitable in the caller's own task and notes whether the task threw a
+        ``CancelledError`` into it (Python 3.10 has no ``Task.cancelling()``): a task's
+        cancellation (its caller's, or the deadline's) always arrives as ``throw()`` through
+        every awaiting frame, while a ``CancelledError`` the handler raises by itself does not.
+        """
+
+        __slots__ = ("_inner", "thrown")
+
+        def __init__(self, awaitable: Awaitable[Any]) -> None:
+            self._inner: Any = awaitable.__await__()
+            self.thrown = False
+
+        def __await__(self) -> _Tracked:
+            return self
+
+        def __iter__(self) -> _Tracked:
+            return self
+
+        def __next__(self) -> Any:
+            return self._inner.send(None)
+
+        def send(self, value: Any) -> Any:
+            return self._inner.send(value)
+
+        def throw(self, kind: Any, value: Any = None, traceback: Any = None) -> Any:
+            error = value if value is not None else kind
+            if isinstance(error, asyncio.CancelledError) or (
+                isinstance(error, type) and issubclass(error, asyncio.CancelledError)
+            ):
+                self.thrown = True
+            return self._inner.throw(kind, value, traceback)
+
+        def close(self) -> None:
+            self._inner.close()
+
     async def _await_handler(awaitable: Awaitable[_T]) -> _T:
-        """Python 3.10 has no ``Task.cancelling()``: the handler runs as a task of its own, so
-        a cancellation of *this* task arrives here (while the handler's task still runs, which
-        is then cancelled and awaited, as a direct await would have done), and a handler task
-        that ends cancelled without that raised ``CancelledError`` by itself."""
-        inner = asyncio.ensure_future(awaitable)
+        """Await the handler in this task; a ``CancelledError`` that this task did not throw
+        into it is one the handler raised by itself."""
+        tracked = _Tracked(awaitable)
         try:
-            await asyncio.wait((inner,))
-        except asyncio.CancelledError:
-            inner.cancel()
-            await asyncio.wait((inner,))
-            raise
-        if inner.cancelled():
-            raise HandlerCancelled("the handler raised CancelledError")
-        return inner.result()
+            return await tracked  # type: ignore[no-any-return]
+        except asyncio.CancelledError as exc:
+            if tracked.thrown:
+                raise
+            raise HandlerCancelled("the handler raised CancelledError") from exc
 
 
 _OWN = threading.local()  # each worker thread's own event loop, made on first use
@@ -724,6 +767,7 @@ async def arun_limited(
     slot: Slot | None,
     finish: Callable[[Any], Any] | None = None,
     heavy: Callable[[Any], bool] | None = None,
+    coroutine: bool | None = None,
 ) -> str:
     """:func:`run_limited` for a caller on an event loop: the same statuses ("busy",
     "timeout", "finished") and the same :class:`Attempt` (started, running, done callbacks,
@@ -741,11 +785,12 @@ async def arun_limited(
     ``CancelledError`` propagates; a sync handler that has started runs on to its end (its
     slot is freed then), one that has not started never runs. A coroutine handler that raises
     ``CancelledError`` by itself is :class:`HandlerCancelled` in ``attempt.error``, not a
-    cancellation of the caller.
+    cancellation of the caller. ``coroutine`` says whether ``handler`` is a coroutine
+    function when the caller knows (a registry entry does); None: find out.
     """
     if slot is not None and not await slot.aacquire(timeout):
         return "busy"
-    if is_coroutine_handler(handler):
+    if is_coroutine_handler(handler) if coroutine is None else coroutine:
         return await run_here(handler, arguments, attempt, timeout, slot, finish, heavy)
     loop = asyncio.get_running_loop()
     waiter: asyncio.Future[None] = loop.create_future()

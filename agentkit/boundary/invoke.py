@@ -77,6 +77,14 @@ async def ainvoke_tool(
         if refusal is not None:
             return refusal
         assert entry is not None and checked is not None
+        slot = entry.slot
+        if entry.coroutine and (slot is None or slot.acquire(blocking=False)):
+            # aexecute's common case, one frame less: the handler runs right here.
+            spec = entry.spec
+            attempt = Attempt(spec.name, call_id)
+            status = await run_here(spec.handler, checked, attempt, spec.timeout_seconds, slot,
+                                    renderer(registry, spec, call_id), renders_large)
+            return conclude(entry, attempt, status, call_id)
         result, _ = await aexecute(registry, entry, checked, call_id)
         return result
     except Exception:  # a bug in the boundary itself must still not reach the model
@@ -198,6 +206,7 @@ async def aexecute(
         slot=entry.slot,
         finish=renderer(registry, spec, call_id),
         heavy=renders_large,
+        coroutine=entry.coroutine,
     )
     return conclude(entry, attempt, status, call_id), attempt
 
@@ -216,10 +225,31 @@ def renders_large(value: Any) -> bool:
     without rendering it: a str by its length, a number, bool or None never, a dict, list or
     tuple by the lengths of what it holds (at most ``_ESTIMATE_ITEMS`` items looked at, else
     large), and any other object (whose ``__str__`` may do anything) always."""
-    if isinstance(value, str):
-        return str.__len__(value) > RENDER_ON_LOOP_MAX_CHARS
-    if value is None or type(value) in (bool, float) or (type(value) is int and value.bit_length() < 64):
+    kind = type(value)
+    if kind is str:
+        return len(value) > RENDER_ON_LOOP_MAX_CHARS
+    if kind is list or kind is tuple:  # the common small result: a few short strings
+        if len(value) <= 16:
+            size = 0
+            for item in value:
+                if type(item) is not str:
+                    break
+                size += len(item)
+            else:
+                return size * _ESCAPED > RENDER_ON_LOOP_MAX_CHARS
+    elif value is None or kind is bool or kind is float or (kind is int and value.bit_length() < 64):
         return False
+    elif kind is not dict:
+        return not isinstance(value, str) or str.__len__(value) > RENDER_ON_LOOP_MAX_CHARS
+    return _estimate_large(value)
+
+
+#: JSON text of a string inside a value is at most this many times its length (a control
+#: character becomes ``\u0001``): the estimate assumes the worst.
+_ESCAPED = 6
+
+
+def _estimate_large(value: Any) -> bool:
     size = 0
     seen = 0
     stack = [value]
@@ -230,12 +260,12 @@ def renders_large(value: Any) -> bool:
             return True
         kind = type(item)
         if kind is str:
-            size += len(item) + 2
+            size += len(item) * _ESCAPED + 2
         elif kind is dict:
             for key, inner in item.items():
                 if type(key) is not str:
                     return True
-                size += len(key) + 4
+                size += len(key) * _ESCAPED + 4
                 stack.append(inner)
         elif kind is list or kind is tuple:
             size += 2
