@@ -29,6 +29,7 @@ are replaced whole (spaces and escaped quotes included); a JSON value that is no
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
@@ -501,6 +502,24 @@ _DEFAULT_RULES: tuple[_Rule, ...] = tuple(
 _ALL_HINTS: tuple[str, ...] = tuple(sorted({h for hints in _PATTERN_HINTS for h in hints},
                                            key=len, reverse=True))
 _HINT_SEARCH = re.compile("|".join(re.escape(hint) for hint in _ALL_HINTS))
+#: Every hint and every word of a secret's name, in one search of the lowered text (grouped by
+#: first character, which the engine tests first): where it finds nothing, neither
+#: :func:`_present_hints` nor :func:`_name_value_spans` can find anything in that same text,
+#: so the default rules find no span.
+_ANY_HINT = re.compile("|".join(
+    re.escape(first) + "(?:" + "|".join(re.escape(word[1:]) for word in words) + ")"
+    for first, words in itertools.groupby(
+        sorted({*_ALL_HINTS, *_NAME_WORDS}, key=lambda word: (word[0], -len(word), word)),
+        key=lambda word: word[0],
+    )
+))
+#: Texts up to this long may skip the scan when :data:`_ANY_HINT` finds nothing in them.
+_QUICK_CHARS = 4_096
+
+
+#: Compared with a redactor's ``patterns``: equal (the same patterns, in order) means only the
+#: default rules apply.
+_DEFAULT_PATTERN_LIST: list[re.Pattern[str]] = list(DEFAULT_PATTERNS)
 
 
 def _rule(pattern: re.Pattern[str]) -> _Rule:
@@ -544,6 +563,8 @@ class Redactor:
 
     def spans(self, text: str) -> list[_Span]:
         """The secrets in ``text``, sorted, overlapping ones merged into one span."""
+        if self.finds_nothing(text):
+            return []
         found: list[_Span] = []
         lowered = _ascii_lowered(text)
         present = _present_hints(lowered)
@@ -562,6 +583,16 @@ class Redactor:
             return pairs  # sorted and merged already
         found.extend(pairs)
         return _merge(found)
+
+    def finds_nothing(self, text: str) -> bool:
+        """True when ``text`` is short, holds no hint of any default pattern nor any word of a
+        secret's name, and only the default patterns are in use: then :meth:`spans` is empty,
+        decided by one search. False means only "scan to know"."""
+        return (
+            len(text) <= _QUICK_CHARS
+            and self.patterns == _DEFAULT_PATTERN_LIST
+            and _ANY_HINT.search(_ascii_lowered(text)) is None
+        )
 
     def _current_rules(self) -> list[_Rule]:
         """The rules for :attr:`patterns` (rebuilt only if someone changed that list)."""
@@ -670,6 +701,9 @@ def shape_output(value: Any, max_chars: int, redactor: Redactor | None) -> dict[
     """
     text = render_value(value)
     original = len(text)
+    if original <= max_chars and (redactor is None or redactor.finds_nothing(text)):
+        # The common small result with nothing to hide: shown whole, nothing to cut or scan.
+        return {"ok": True, "data": text if text.isascii() else _SURROGATES.sub("\ufffd", text)}
     if redactor is None:
         data, redactions, complete = text[:max_chars], 0, original <= max_chars
     else:
