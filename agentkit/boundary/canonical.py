@@ -14,7 +14,14 @@ import json.encoder
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["approval_text", "canonical_json", "encoder", "escape_invisible", "fingerprint_of", "json_text"]
+__all__ = [
+    "approval_text", "canonical_json", "encoder", "escape_invisible", "fingerprint_of", "json_text",
+    "quote_json",
+]
+
+
+#: A str as JSON text, non-ASCII kept (``json.dumps(text, ensure_ascii=False)``), in C.
+quote_json: Callable[[str], str] = getattr(json.encoder, "c_encode_basestring", None) or json.encoder.py_encode_basestring
 
 
 def _not_json(value: Any) -> Any:

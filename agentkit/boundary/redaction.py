@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from agentkit.boundary.canonical import encoder
+from agentkit.boundary.canonical import encoder, quote_json
 
 REDACTED = "[REDACTED]"
 
@@ -664,7 +664,16 @@ def render_value(value: Any) -> str:
     """
     if isinstance(value, str):
         return str.__str__(value)
-    for render in (_as_json, str):
+    kind = type(value)
+    if kind is list or kind is tuple:
+        # The common small result, a few strings: json.dumps's very text, without building
+        # an encoder (a list of str cannot be cyclic; the C quoting reads a str's characters
+        # and runs none of its code). Any other item: TypeError, and the full encoder decides.
+        try:
+            return "[" + ", ".join(map(_quote, value)) + "]"
+        except TypeError:
+            pass
+    for render in _RENDERERS:
         try:
             text = render(value)
         except Exception:  # noqa: S112 - try the next way; the last resort is below
@@ -678,9 +687,14 @@ def _as_json(value: Any) -> str:
     return _encode(value)
 
 
+#: How :func:`render_value` tries a value that is not a str: as JSON, else by ``str()``.
+_RENDERERS: tuple[Callable[[Any], str], ...] = (_as_json, str)
+
+
 #: One encoder for every result, the C encoder called directly (``json.dumps`` with options
 #: and ``JSONEncoder.encode`` build a new one each time).
 _encode = encoder()
+_quote = quote_json
 
 
 def type_name(value: Any) -> str:
