@@ -53,8 +53,10 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from functools import partial
+from types import CoroutineType
+from types import coroutine as types_coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -845,14 +847,28 @@ async def run_here(
     token = _CURRENT.set(attempt)
     try:
         if sys.version_info >= (3, 11):
-            scope = asyncio.timeout(timeout)
             try:
-                async with scope:
-                    value = await handler(**arguments)
-            except TimeoutError:
-                if not scope.expired():
-                    raise  # the handler's own TimeoutError: a transient failure
-                raise DeadlinePassed from None
+                call = handler(**arguments)
+                if type(call) is CoroutineType:
+                    # Its first step, here: a handler that returns without ever giving the
+                    # loop a turn cannot be stopped by a deadline (nothing can run to fire
+                    # it), so it needs no timer at all. One that suspends is awaited on
+                    # under the same deadline, counted from ``started``.
+                    try:
+                        step = call.send(None)
+                    except StopIteration as stop:
+                        value, call = stop.value, None
+                    else:
+                        call = _resume(call, step)
+                if call is not None:
+                    scope = asyncio.timeout(started + timeout - time.monotonic())
+                    try:
+                        async with scope:
+                            value = await call
+                    except TimeoutError:
+                        if not scope.expired():
+                            raise  # the handler's own TimeoutError: a transient failure
+                        raise DeadlinePassed from None
             except asyncio.CancelledError as exc:
                 task = asyncio.current_task()
                 if task is None or task.cancelling():
@@ -878,6 +894,28 @@ async def run_here(
         _CURRENT.reset(token)
         _end_attempt(attempt, slot)
     return "timeout" if attempt.timed_out else "finished"
+
+
+@types_coroutine
+def _resume(call: Coroutine[Any, Any, Any], step: Any) -> Generator[Any, Any, Any]:
+    """Await the rest of a coroutine whose first step has run (and yielded ``step``): what
+    ``await`` would do from there on, so the task sees its futures and throws into it."""
+    while True:
+        try:
+            sent = yield step
+        except GeneratorExit:
+            call.close()
+            raise
+        except BaseException as exc:  # the task's cancellation (or a throw), into the handler
+            try:
+                step = call.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                step = call.send(sent)
+            except StopIteration as stop:
+                return stop.value
 
 
 async def _finish_off_loop(finish: Callable[[Any], Any], value: Any, deadline: float) -> Any:
