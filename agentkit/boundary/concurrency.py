@@ -47,8 +47,11 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
+import heapq
 import inspect
+import itertools
 import logging
+import math
 import queue
 import sys
 import threading
@@ -518,6 +521,82 @@ def _settle_future(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
+class _Deadlines:
+    """The deadlines of the async waits for sync handlers on one event loop, behind one timer.
+
+    ``loop.call_later`` for every wait builds a ``TimerHandle``, pushes it on the loop's heap
+    (whose comparisons run Python code) and leaves it there cancelled until swept: a good part
+    of what an async hop costs beyond the hop itself. Here a wait is a tuple on a heap of its
+    own (compared in C) and one loop timer is armed at the earliest deadline still awaited.
+    A wait that ends in time is not looked for: it is dropped when it reaches the top, or
+    when the heap is compacted (every time it doubles). When the timer fires, every wait
+    whose deadline has come is settled (its caller then finds the attempt not done: a
+    timeout), exactly as its own timer would have done.
+
+    One per thread, for the loop that thread last waited on (a thread runs one loop at a
+    time); a thread that alternates loops makes a new one, and the old one's pending timer
+    still serves the waits it holds.
+    """
+
+    __slots__ = ("_armed_at", "_compact_at", "_heap", "_order", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._heap: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+        self._armed_at = math.inf  # when the pending timer fires (inf: none pending)
+        self._compact_at = _COMPACT_MIN
+
+    def add(self, delay: float, waiter: asyncio.Future[None]) -> None:
+        """Settle ``waiter`` ``delay`` seconds from now, unless it is done by then."""
+        when = self.loop.time() + delay
+        heap = self._heap
+        heapq.heappush(heap, (when, next(self._order), waiter))
+        if when < self._armed_at:
+            self._arm(when)
+        if len(heap) >= self._compact_at:
+            heap[:] = [entry for entry in heap if not entry[2].done()]
+            heapq.heapify(heap)
+            self._compact_at = max(_COMPACT_MIN, 2 * len(heap))
+
+    def _arm(self, when: float) -> None:
+        self._armed_at = when
+        self.loop.call_at(when, self._fire, when)
+
+    def _fire(self, when: float) -> None:
+        if when != self._armed_at:
+            return  # an earlier deadline re-armed the timer since: that one serves now
+        self._armed_at = math.inf
+        now = self.loop.time() + _CLOCK_RESOLUTION
+        heap = self._heap
+        while heap:
+            deadline, _, waiter = heap[0]
+            if waiter.done():
+                heapq.heappop(heap)
+            elif deadline <= now:
+                heapq.heappop(heap)
+                waiter.set_result(None)
+            else:
+                self._arm(deadline)
+                return
+
+
+#: The heap of :class:`_Deadlines` is compacted when it reaches this size (then at twice the
+#: waits still pending).
+_COMPACT_MIN = 256
+#: A loop runs a timer this much before its time (asyncio's ``_clock_resolution``).
+_CLOCK_RESOLUTION = time.get_clock_info("monotonic").resolution
+_LOCAL = threading.local()
+
+
+def _deadlines(loop: asyncio.AbstractEventLoop) -> _Deadlines:
+    """This thread's :class:`_Deadlines` for ``loop`` (a new one if it last served another)."""
+    keeper: _Deadlines | None = getattr(_LOCAL, "deadlines", None)
+    if keeper is None or keeper.loop is not loop:
+        keeper = _LOCAL.deadlines = _Deadlines(loop)
+    return keeper
+
+
 class DoneFlag:
     """A one-shot event with ``threading.Event``'s ``set``/``is_set``/``wait``, on one lock.
 
@@ -798,13 +877,13 @@ async def arun_limited(
     waiter: asyncio.Future[None] = loop.create_future()
     work = partial(_work, attempt, contextvars.copy_context(), handler, arguments, timeout,
                    slot, finish, waiter)
-    # The timer first: from the submit on, the worker waits for this thread to let go of the
-    # GIL, so the loop should get to its next wait with as little as possible left to do.
-    timer = loop.call_later(timeout, _settle_future, waiter)
+    # The deadline first: from the submit on, the worker waits for this thread to let go of
+    # the GIL, so the loop should get to its next wait with as little as possible left to do.
+    _deadlines(loop).add(timeout, waiter)
     try:
         _POOL.submit(work)
     except WorkerUnavailable:
-        timer.cancel()
+        waiter.cancel()  # its deadline is dropped with it
         with attempt.lock:
             attempt.cancelled = True
         if slot is not None:
@@ -814,13 +893,11 @@ async def arun_limited(
         )
         return "busy"
     try:
-        await waiter
+        await waiter  # settled by the worker when the attempt ends, or at the deadline
     except BaseException:  # the caller was cancelled: an attempt not yet started never runs
         with attempt.lock:
             _give_up_unstarted(attempt, slot)
         raise
-    finally:
-        timer.cancel()
     with attempt.lock:
         if attempt.done.is_set():
             return "timeout" if attempt.timed_out else "finished"
