@@ -77,16 +77,21 @@ async def ainvoke_tool(
         if refusal is not None:
             return refusal
         assert entry is not None and checked is not None
+        # aexecute, one frame less (this is every async call's path).
         slot = entry.slot
+        spec = entry.spec
+        attempt = Attempt(spec.name, call_id)
         if entry.coroutine and (slot is None or slot.acquire(blocking=False)):
-            # aexecute's common case, one frame less: the handler runs right here.
-            spec = entry.spec
-            attempt = Attempt(spec.name, call_id)
+            # The common case: the handler runs right here.
             status = await run_here(spec.handler, checked, attempt, spec.timeout_seconds, slot,
                                     renderer(registry, spec, call_id), renders_large)
-            return conclude(entry, attempt, status, call_id)
-        result, _ = await aexecute(registry, entry, checked, call_id)
-        return result
+        else:
+            status = await arun_limited(
+                spec.handler, checked, attempt=attempt, timeout=spec.timeout_seconds, slot=slot,
+                finish=renderer(registry, spec, call_id), heavy=renders_large,
+                coroutine=entry.coroutine,
+            )
+        return conclude(entry, attempt, status, call_id)
     except Exception:  # a bug in the boundary itself must still not reach the model
         log.exception("%s %s: the boundary failed", call_id, safe_name(name))
         return failure(ErrorCode.TOOL_FAILURE)
