@@ -212,6 +212,33 @@ def async_paths() -> list[Path]:
             validator(ARGS)
             return await asearch(**ARGS)
 
+    def hop() -> Callable[[], Any]:
+        # issue 19's floor for a sync handler called from a loop: a waiting thread runs it and
+        # wakes the loop (no timeout, no checks): what any async call of a sync tool pays.
+        import queue
+        import threading
+
+        tasks: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+
+        def serve() -> None:
+            while True:
+                tasks.get()()
+
+        threading.Thread(target=serve, name="bench-async-hop", daemon=True).start()
+
+        async def call() -> Any:
+            loop = asyncio.get_running_loop()
+            done = loop.create_future()
+
+            def work() -> None:
+                value = search(**ARGS)
+                loop.call_soon_threadsafe(done.set_result, value)
+
+            tasks.put(work)
+            return await done
+
+        return call
+
     def ainvoke() -> Callable[[], Any]:
         fn = _ainvoke_tool()
         if "asearch" not in registry:
@@ -240,6 +267,8 @@ def async_paths() -> list[Path]:
         build("agentkit: ToolRunner.acall, read", acall("asearch", ARGS), is_async=True, check=_ok),
         # The same sync handler both ways, timed in the same rounds: what async costs a sync tool.
         build("agentkit: ainvoke_tool (sync handler)", ainvoke_sync, is_async=True, check=_ok),
+        build("floor: loop to a waiting thread and back (sync handler)", hop, is_async=True,
+              check=_expected, note="call_soon_threadsafe wakes the loop; no timeout, no checks"),
         build("agentkit: invoke_tool (sync handler), in the async group",
               lambda: lambda: invoke_tool(registry, "search", ARGS), check=_ok),
         build(
