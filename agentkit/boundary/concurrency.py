@@ -45,7 +45,6 @@ propagates to the caller.
 from __future__ import annotations
 
 import collections
-import contextlib
 import contextvars
 import heapq
 import inspect
@@ -741,9 +740,10 @@ def _work(
     finally:
         _end_attempt(attempt, slot)
     if waiter is not None:
-        # RuntimeError: the caller's loop is closed, nobody is waiting any more.
-        with contextlib.suppress(RuntimeError):
+        try:
             waiter.get_loop().call_soon_threadsafe(_settle_future, waiter)
+        except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
+            pass
 
 
 def _is_cancelled_error(exc: BaseException) -> bool:
