@@ -740,7 +740,8 @@ def _work(
     finally:
         _end_attempt(attempt, slot)
     if waiter is not None:
-        try:
+        # Not contextlib.suppress: a context manager built on every call, on the way back.
+        try:  # noqa: SIM105
             waiter.get_loop().call_soon_threadsafe(_settle_future, waiter)
         except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
             pass
