@@ -51,7 +51,6 @@ import inspect
 import itertools
 import logging
 import math
-import queue
 import sys
 import threading
 import time
@@ -82,15 +81,30 @@ else:
 IDLE_SECONDS = 30.0
 
 
+class _Idle:
+    """An idle worker: it waits on its own lock for the task handed to it."""
+
+    __slots__ = ("task", "wake")
+
+    def __init__(self) -> None:
+        self.task: Callable[[], None] | None = None
+        self.wake = threading.Lock()
+        self.wake.acquire()
+
+
 class WorkerPool:
-    """Daemon threads reused across calls; a new one starts only when none is idle."""
+    """Daemon threads reused across calls; a new one starts only when none is idle.
+
+    A task goes to the worker that became idle last (a stack, not a shared queue): with a
+    steady stream of calls the same warm thread serves them all, where a queue shared by two
+    idle threads would wake them in turn (each wake a colder thread, a few µs more per hop).
+    """
 
     def __init__(self, idle_seconds: float = IDLE_SECONDS, name: str = "agentkit-worker") -> None:
         self._idle_seconds = idle_seconds
         self._name = name
         self._lock = threading.Lock()
-        self._tasks: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._idle = 0
+        self._idle: list[_Idle] = []  # most recently idle last
         self._started = 0
 
     @property
@@ -105,8 +119,9 @@ class WorkerPool:
         """
         with self._lock:
             if self._idle:
-                self._idle -= 1
-                self._tasks.put(task)
+                worker = self._idle.pop()
+                worker.task = task
+                worker.wake.release()
                 return
             self._started += 1
             number = self._started
@@ -123,24 +138,25 @@ class WorkerPool:
             raise WorkerUnavailable(str(exc)) from exc
 
     def _work(self, first: list[Callable[[], None]]) -> None:
-        task = first.pop()
+        me = _Idle()
+        task: Callable[[], None] | None = first.pop()
         while True:
+            assert task is not None
             task()
             # Let go of the finished task before waiting for the next one: an idle worker must
             # not keep the last attempt (its value, its exception) alive for IDLE_SECONDS.
-            del task
+            task = None
             with self._lock:
-                self._idle += 1
-            try:
-                task = self._tasks.get(timeout=self._idle_seconds)
-            except queue.Empty:
+                self._idle.append(me)
+            if not me.wake.acquire(timeout=self._idle_seconds):
                 with self._lock:
-                    try:  # a task handed to "an idle worker" just as we timed out is ours
-                        task = self._tasks.get_nowait()
-                    except queue.Empty:
-                        self._idle -= 1
+                    if any(worker is me for worker in self._idle):
+                        self._idle.remove(me)
                         close_own_loop()
                         return
+                # A task was handed to us just as we timed out (under the lock): it is ours.
+                me.wake.acquire()
+            task, me.task = me.task, None
 
 
 _POOL = WorkerPool()
