@@ -7,8 +7,8 @@ callers. Nothing here does anything: each class only names a request (docs/desig
 They are made on every step of every call, so they are plain slotted classes (a frozen
 dataclass pays an ``object.__setattr__`` per field); nobody changes one after it is yielded.
 
-A generator of steps may also yield a :class:`~agentkit.policy.events.CallEvent`, which the
-driver hands to the runner's observers at once.
+Events (:mod:`agentkit.policy.events`) are not effects: nothing answers them, so a step tells
+the runner's observers itself, at once, from the driver's frame (the caller's thread or task).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: A generator of steps: yields effects and events, is sent each effect's answer, returns T.
+#: A generator of steps: yields effects, is sent each effect's answer, returns T.
 Steps = Generator[Any, Any, T]
 
 

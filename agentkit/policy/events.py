@@ -1,9 +1,9 @@
 """Policy events: what a call did, step by step, for whoever watches (the trace, spans, logs).
 
-The policy (:mod:`agentkit.policy.steps`) yields a :class:`CallEvent` at every step a person
-or a tool might want to see, and the driver running the call hands it to the runner's
-observers (:class:`Observers`) at once, on the caller's thread (sync driver) or in the caller's
-task context (async driver), never from a handler's worker thread: an observer may take the
+The policy (:mod:`agentkit.policy.steps`) makes a :class:`CallEvent` at every step a person
+or a tool might want to see and hands it to the runner's observers (:class:`Observers`) at
+once. The steps run in their driver's frame, so that is on the caller's thread (sync driver)
+or in the caller's task context (async driver), never from a handler's worker thread: an observer may take the
 contextvars-current span as its parent. The in-memory :class:`~agentkit.policy.trace.Trace`
 is one observer; the OpenTelemetry one lives in ``agentkit.faces`` (docs/design.md#events).
 
