@@ -56,14 +56,13 @@ class ToolRunner:
     ) -> None:
         store = store if store is not None else IdempotencyStore()
         self.trace = Trace(max_trace_records)
-        self._observers = Observers()
-        self._observers.add(self.trace.observe)
+        self._observers = Observers(first=self.trace.note)
         self._policy = Policy(
             registry, store, budget if budget is not None else Budget(),
             context if context is not None else CallContext(),
             backoff if backoff is not None else Backoff(),
             Approvals(store, approval_ttl_seconds, clock),
-            self._observers.emit,
+            self._observers,
         )
         self._sync = SyncDriver(store, registry, sleep)
         self._async = AsyncDriver(store, registry, asleep or _async_twin(sleep))

@@ -75,7 +75,7 @@ from agentkit.policy.effects import (
     StoreStep,
     WhenDone,
 )
-from agentkit.policy.events import CallEvent
+from agentkit.policy.events import Observers
 from agentkit.policy.stores.algorithm import (
     TAKEN_OVER,
     Claim,
@@ -102,15 +102,15 @@ _monotonic = time.monotonic
 class Call:
     """One call or approved run in progress: what runs, and how many attempts it made."""
 
-    __slots__ = ("arguments", "attempts", "call_id", "effect", "emit", "entry", "fingerprint",
-                 "key", "number", "spec", "tool")
+    __slots__ = ("arguments", "attempts", "call_id", "effect", "entry", "fingerprint", "key",
+                 "number", "observers", "spec", "tool")
 
     def __init__(self, call_id: str, entry: RegisteredTool, arguments: dict[str, Any],
-                 emit: Callable[[CallEvent], None], key: str = "", fingerprint: str = "") -> None:
+                 observers: Observers, key: str = "", fingerprint: str = "") -> None:
         self.call_id = call_id
         self.entry = entry
         self.arguments = arguments
-        self.emit = emit  # the runner's observers
+        self.observers = observers
         spec: ToolSpec = entry.spec
         self.spec = spec
         self.tool = spec.name
@@ -123,8 +123,8 @@ class Call:
     def event(self, kind: str, number: int = 0, outcome: str = "", handler_ran: bool = False,
               attempt: Attempt | None = None, approval_id: str = "") -> None:
         """Tell the observers, at once (on the caller's thread or task: steps run there)."""
-        self.emit(CallEvent(kind, self.call_id, self.tool, self.effect, _monotonic(),
-                            number, outcome, handler_ran, approval_id, "call", None, attempt))
+        self.observers.emit(kind, self.call_id, self.tool, self.effect, _monotonic(), number,
+                            outcome, handler_ran, approval_id, "call", None, attempt)
 
 
 class Policy:
@@ -132,9 +132,9 @@ class Policy:
 
     def __init__(self, registry: ToolRegistry, store: Any, budget: Budget, context: CallContext,
                  backoff: Backoff, approvals: Approvals,
-                 emit: Callable[[CallEvent], None]) -> None:
+                 observers: Observers) -> None:
         self.registry = registry
-        self.emit = emit  # hands an event to the runner's observers, at once
+        self.observers = observers  # told every event, at once
         self.store = store
         self.budget = budget
         self.context = context
@@ -154,17 +154,17 @@ class Policy:
         entry, checked, refusal = preflight(self.registry, name, arguments, self.context, call_id)
         tool = entry.spec.name if entry is not None else safe_name(name)
         effect = entry.spec.effect.value if entry is not None else ""
-        emit = self.emit
-        emit(CallEvent("call_started", call_id, tool, effect, started))
+        observers = self.observers
+        observers.emit("call_started", call_id, tool, effect, started)
         call: Call | None = None
         try:
             if refusal is not None:
-                emit(CallEvent("refused", call_id, tool, effect, time.monotonic(),
-                               outcome=refusal["error"]))
+                observers.emit("refused", call_id, tool, effect, time.monotonic(),
+                               outcome=refusal["error"])
                 result = finish(refusal, 0, False, effect)
             else:
                 assert entry is not None and checked is not None
-                call = Call(call_id, entry, checked, emit)
+                call = Call(call_id, entry, checked, observers)
                 if entry.spec.effect is Effect.READ:
                     result = yield from self._read(call)
                 else:
@@ -175,10 +175,10 @@ class Policy:
             log.exception("%s %s: the runner failed", call_id, tool)
             result = runner_failed(call)
         except BaseException:  # the caller went away (an interrupt, a cancelled task)
-            emit(CallEvent("call_ended", call_id, tool, effect, time.monotonic(),
-                           result=runner_failed(call)))
+            observers.emit("call_ended", call_id, tool, effect, time.monotonic(),
+                           result=runner_failed(call))
             raise
-        emit(CallEvent("call_ended", call_id, tool, effect, time.monotonic(), result=result))
+        observers.emit("call_ended", call_id, tool, effect, time.monotonic(), result=result)
         return result
 
     def _write(self, call: Call) -> Steps[dict[str, Any]]:
@@ -204,7 +204,7 @@ class Policy:
         yield PROTECT
         tool, effect = yield from self._named(approval_id)
         body = self._approve(approval_id, call_id, started)
-        return (yield from _framed(body, "approve", call_id, tool, effect, started, self.emit))
+        return (yield from _framed(body, "approve", call_id, tool, effect, started, self.observers))
 
     def _approve(self, approval_id: Any, call_id: str, started: float) -> Steps[dict[str, Any]]:
         prepared: list[Call] = []
@@ -237,7 +237,7 @@ class Policy:
         yield PROTECT
         tool, effect = yield from self._named(approval_id)
         body = self._deny(approval_id, call_id)
-        return (yield from _framed(body, "deny", call_id, tool, effect, started, self.emit))
+        return (yield from _framed(body, "deny", call_id, tool, effect, started, self.observers))
 
     def _deny(self, approval_id: Any, call_id: str) -> Steps[dict[str, Any]]:
         denied = finish(failure(ErrorCode.FORBIDDEN), 0, False, _IRREVERSIBLE)
@@ -248,15 +248,20 @@ class Policy:
             return _busy()
         if step.action == DENIED:
             assert step.record is not None
-            self.emit(CallEvent("approval_settled", call_id, step.record["tool"], _IRREVERSIBLE,
-                                time.monotonic(), approval_id=step.record["approval_id"],
-                                outcome=ErrorCode.FORBIDDEN.value))
+            self._tell("approval_settled", call_id, step.record["tool"], _IRREVERSIBLE,
+                       approval_id=step.record["approval_id"], outcome=ErrorCode.FORBIDDEN.value)
             return dict(denied)
         if step.action == REPLAY:
             assert step.record is not None and step.result is not None
             return self._replay_settled(call_id, step.record["tool"], step.result)
         assert step.result is not None
         return finish(step.result, 0, False, _IRREVERSIBLE)
+
+    def _tell(self, kind: str, call_id: str, tool: str, effect: str, *, outcome: str,
+              approval_id: str = "") -> None:
+        """Tell the observers an event of a step that has no :class:`Call`."""
+        self.observers.emit(kind, call_id, tool, effect, time.monotonic(),
+                            outcome=outcome, approval_id=approval_id)
 
     def pending(self) -> Steps[list[dict[str, Any]]]:
         """What a person is shown of every approval still waiting in the store."""
@@ -448,7 +453,7 @@ class Policy:
         if refusal is not None:
             return refusal, 0.0
         assert entry is not None and checked is not None
-        call = Call(call_id, entry, checked, self.emit, record["key"], record["fingerprint"])
+        call = Call(call_id, entry, checked, self.observers, record["key"], record["fingerprint"])
         prepared.append(call)
         return None, self._lease(call)
 
@@ -477,17 +482,15 @@ class Policy:
             return self._replay_settled(call_id, tool, step.result)
         code = step.result.get("error", "")
         if step.action == REFUSED:
-            self.emit(CallEvent("refused", call_id, tool, _IRREVERSIBLE, time.monotonic(),
-                                outcome=code))
+            self._tell("refused", call_id, tool, _IRREVERSIBLE, outcome=code)
         elif code != ErrorCode.IN_PROGRESS.value:  # unknown, expired: the answer is final
             effect = _IRREVERSIBLE if step.record else ""
-            self.emit(CallEvent("approval_settled", call_id, tool, effect, time.monotonic(),
-                                approval_id=safe_name(approval_id), outcome=code))
+            self._tell("approval_settled", call_id, tool, effect,
+                       approval_id=safe_name(approval_id), outcome=code)
         return finish(step.result, 0, False, _IRREVERSIBLE)
 
     def _replay_settled(self, call_id: str, tool: str, result: dict[str, Any]) -> dict[str, Any]:
-        self.emit(CallEvent("replay", call_id, tool, _IRREVERSIBLE, time.monotonic(),
-                            outcome=_outcome(result)))
+        self._tell("replay", call_id, tool, _IRREVERSIBLE, outcome=_outcome(result))
         return finish(result, 0, True, _IRREVERSIBLE)
 
     # ------------------------------------------------------------------ one attempt
@@ -655,21 +658,21 @@ def invoke(function: Callable[[], Any]) -> Steps[Any]:
 
 
 def _framed(body: Steps[dict[str, Any]], operation: str, call_id: str, tool: str, effect: str,
-            started: float, emit: Callable[[CallEvent], None]) -> Steps[dict[str, Any]]:
+            started: float, observers: Observers) -> Steps[dict[str, Any]]:
     """An approval's operation between its ``call_started`` and ``call_ended`` events; the
     ending is announced even when the caller is interrupted or cancelled (then as ``busy``;
     ``call`` frames itself the same way, inline, being the hot path)."""
-    emit(CallEvent("call_started", call_id, tool, effect, started, operation=operation))
+    observers.emit("call_started", call_id, tool, effect, started, operation=operation)
     try:
         result = yield from body
     except GeneratorExit:
         raise
     except BaseException:
-        emit(CallEvent("call_ended", call_id, tool, effect, time.monotonic(),
-                       operation=operation, result=_busy()))
+        observers.emit("call_ended", call_id, tool, effect, time.monotonic(),
+                       operation=operation, result=_busy())
         raise
-    emit(CallEvent("call_ended", call_id, tool, effect, time.monotonic(),
-                   operation=operation, result=result))
+    observers.emit("call_ended", call_id, tool, effect, time.monotonic(),
+                   operation=operation, result=result)
     return result
 
 

@@ -12,9 +12,10 @@ frames alive: it keeps only the attempt's times (:class:`AttemptTimes`).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,8 @@ from agentkit.policy.events import CallEvent
 
 if TYPE_CHECKING:  # pandas is imported only when a frame is asked for
     import pandas
+
+log = logging.getLogger("agentkit")
 
 #: How many records a trace keeps by default (the oldest are dropped first).
 DEFAULT_MAX_RECORDS = 10_000
@@ -104,17 +107,21 @@ class TraceRecord:
         return handle.landed_at if handle.landed_at is not None else handle.finished_at
 
 
-def _record(event: CallEvent, step: str, handler_ran: bool, replayed: bool, started_at: float,
+def _record(call_id: str, tool: str, effect: str, step: str, number: int, outcome: str,
+            handler_ran: bool, replayed: bool, started_at: float, ended_at: float,
             handle: AttemptTimes | None) -> TraceRecord:
-    """A :class:`TraceRecord` of one event, made without the frozen dataclass's per-field
+    """A :class:`TraceRecord`, made without the frozen dataclass's per-field
     ``object.__setattr__`` (one is made for every attempt of every call)."""
     record = object.__new__(TraceRecord)
-    record.__dict__.update(
-        call_id=event.call_id, tool=event.tool, effect=event.effect, step=step,
-        attempt=event.number, outcome=event.outcome, handler_ran=handler_ran, replayed=replayed,
-        started_at=started_at, ended_at=event.at, _handle=handle,
-    )
+    _set_dict(record, "__dict__", {
+        "call_id": call_id, "tool": tool, "effect": effect, "step": step, "attempt": number,
+        "outcome": outcome, "handler_ran": handler_ran, "replayed": replayed,
+        "started_at": started_at, "ended_at": ended_at, "_handle": handle,
+    })
     return record
+
+
+_set_dict = object.__setattr__
 
 
 class Trace:
@@ -133,34 +140,52 @@ class Trace:
         self._open: dict[str, list[Any]] = {}
 
     def observe(self, event: CallEvent) -> None:
-        """The trace as an observer of a runner's events (docs/design.md#events): one record
-        per attempt, status lookup, replay, refusal and approval step, as the tables show."""
-        kind = event.kind
-        if kind == "call_started":
-            self._open[event.call_id] = [event.at, event.at, False]
-            return
-        if kind == "call_ended":
-            self._open.pop(event.call_id, None)
-            return
-        state = self._open.get(event.call_id)
-        if state is None:  # a call this trace did not see start
-            state = self._open[event.call_id] = [event.at, event.at, False]
-        if kind == "attempt_started" or kind == "lookup_started":
-            state[1] = event.at
-            return
-        if kind == "attempt_ended":
-            attempt = event.attempt
-            record = _record(event, "attempt", event.handler_ran, False, state[1],
-                             None if attempt is None else AttemptTimes(attempt))
-        elif kind == "lookup_ended":
-            record = _record(event, "status_lookup", False, False, state[1], None)
-        elif kind in _STEPS and (kind != "approval_settled" or not state[2]):
-            # approval_settled after the approved run is that run's end, recorded already
-            record = _record(event, _STEPS[kind], False, kind == "replay", state[0], None)
-        else:
-            return
-        state[2] = True
-        self.add(record)
+        """The trace as an observer of events (docs/design.md#events): one record per attempt,
+        status lookup, replay, refusal and approval step, as the tables show."""
+        self.note(event.kind, event.call_id, event.tool, event.effect, event.at, event.number,
+                  event.outcome, event.handler_ran, event.approval_id, event.operation,
+                  event.result, event.attempt)
+
+    def note(self, kind: str, call_id: str, tool: str, effect: str, at: float, number: int = 0,
+             outcome: str = "", handler_ran: bool = False, approval_id: str = "",
+             operation: str = "call", result: Mapping[str, Any] | None = None,
+             attempt: Attempt | None = None) -> None:
+        """:meth:`observe` of one event, told as its fields (a runner's first observer: see
+        :class:`~agentkit.policy.events.Observers`). Logs its own failures, never raises."""
+        try:
+            if kind == "call_started":
+                self._open[call_id] = [at, at, False]
+                return
+            if kind == "call_ended":
+                self._open.pop(call_id, None)
+                return
+            state = self._open.get(call_id)
+            if state is None:  # a call this trace did not see start
+                state = self._open[call_id] = [at, at, False]
+            if kind == "attempt_started" or kind == "lookup_started":
+                state[1] = at
+                return
+            if kind == "attempt_ended":
+                record = _record(call_id, tool, effect, "attempt", number, outcome, handler_ran,
+                                 False, state[1], at,
+                                 None if attempt is None else AttemptTimes(attempt))
+            elif kind == "lookup_ended":
+                record = _record(call_id, tool, effect, "status_lookup", number, outcome, False,
+                                 False, state[1], at, None)
+            elif kind in _STEPS and (kind != "approval_settled" or not state[2]):
+                # approval_settled after the approved run is that run's end, recorded already
+                record = _record(call_id, tool, effect, _STEPS[kind], number, outcome, False,
+                                 kind == "replay", state[0], at, None)
+            else:
+                return
+            state[2] = True
+            with self._lock:  # add(record), inline: one per attempt of every call
+                self._records.append(record)
+                self._added += 1
+                if handler_ran:
+                    self._runs[tool] += 1
+        except Exception:
+            log.exception("%s: the trace failed on %s", call_id, kind)
 
     def add(self, record: TraceRecord) -> None:
         with self._lock:
