@@ -146,7 +146,6 @@ class AsyncDriver:
         value: Any = None
         error: BaseException | None = None
         store = self.store
-        inline_store = not getattr(store, "blocking", True)
         while True:
             if pending is not None:
                 effect, pending = pending, None
@@ -160,7 +159,8 @@ class AsyncDriver:
                 if effect is PROTECT:
                     protected = True
                     continue
-                if kind is StoreStep and inline_store and not hasattr(store, "a" + effect.name):
+                if (kind is StoreStep and not getattr(store, "blocking", True)
+                        and not hasattr(store, "a" + effect.name)):
                     try:  # never blocks: no await, so no cancellation can land in between
                         value = getattr(store, effect.name)(*effect.args, **effect.kwargs)
                     except BaseException as exc:

@@ -96,6 +96,8 @@ _READ_RETRY = {ErrorCode.TRANSIENT_FAILURE.value, ErrorCode.OUTCOME_UNKNOWN.valu
 _UNSURE = {ErrorCode.TRANSIENT_FAILURE.value, ErrorCode.OUTCOME_UNKNOWN.value}
 _IRREVERSIBLE = Effect.IRREVERSIBLE_WRITE.value
 _READ = Effect.READ.value
+_REVERSIBLE = Effect.REVERSIBLE_WRITE.value
+_UNKNOWN = ErrorCode.OUTCOME_UNKNOWN.value
 _monotonic = time.monotonic
 
 
@@ -114,7 +116,7 @@ class Call:
         spec: ToolSpec = entry.spec
         self.spec = spec
         self.tool = spec.name
-        self.effect = spec.effect.value
+        self.effect: str = spec.effect._value_  # .value, without the enum's descriptor call
         self.key = key  # the idempotency key, for writes
         self.fingerprint = fingerprint  # the payload's identity, for writes
         self.number = 0  # steps that tried to run the handler (busy ones included)
@@ -153,7 +155,7 @@ class Policy:
         started = time.monotonic()
         entry, checked, refusal = preflight(self.registry, name, arguments, self.context, call_id)
         tool = entry.spec.name if entry is not None else safe_name(name)
-        effect = entry.spec.effect.value if entry is not None else ""
+        effect: str = entry.spec.effect._value_ if entry is not None else ""
         observers = self.observers
         observers.emit("call_started", call_id, tool, effect, started)
         call: Call | None = None
@@ -165,7 +167,7 @@ class Policy:
             else:
                 assert entry is not None and checked is not None
                 call = Call(call_id, entry, checked, observers)
-                if entry.spec.effect is Effect.READ:
+                if effect == _READ:
                     result = yield from self._read(call)
                 else:
                     result = yield from self._write(call)
@@ -304,7 +306,7 @@ class Policy:
             call.event("replay", outcome=_outcome(result))
         elif call.number == 0 and not result["ok"]:
             call.event("refused", outcome=result["error"])
-        return finish(result, call.attempts, replayed, Effect.REVERSIBLE_WRITE.value)
+        return finish(result, call.attempts, replayed, _REVERSIBLE)
 
     def _write_attempts(self, call: Call, mine: Claim) -> Steps[dict[str, Any]]:
         """Inside the key's claim: attempt, and after any doubt ask before acting again."""
@@ -694,14 +696,14 @@ def _outcome(result: Any) -> str:
 
 
 def _is_unknown(result: Any) -> bool:
-    return isinstance(result, dict) and result.get("error") == ErrorCode.OUTCOME_UNKNOWN.value
+    return isinstance(result, dict) and result.get("error") == _UNKNOWN
 
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-_WRITES = {Effect.REVERSIBLE_WRITE.value, _IRREVERSIBLE}
+_WRITES = {_REVERSIBLE, _IRREVERSIBLE}
 #: The order every result's keys are given in (stored results come back with sorted keys).
 _ORDER = ("ok", "data", "error", "retryable", "detail", "truncated", "original_chars",
           "redactions", "approval_id", "attempts", "replayed")
@@ -710,27 +712,45 @@ _ORDER = ("ok", "data", "error", "retryable", "detail", "truncated", "original_c
 def finish(result: dict[str, Any], attempts: int, replayed: bool, effect: str) -> dict[str, Any]:
     """Stamp ``attempts``/``replayed``; a write whose outcome is unknown is never retryable.
     Keys come in one order: the known ones as in ``_ORDER``, any other after them as given."""
-    if effect in _WRITES and result.get("error") == ErrorCode.OUTCOME_UNKNOWN.value:
+    if effect in _WRITES and result.get("error") == _UNKNOWN:
         result = {**result, "retryable": False}
-    if "attempts" not in result and "replayed" not in result and _in_order(result):
-        out = dict(result)  # the usual case: the boundary's keys, already in order
+    keys = tuple(result)
+    order = _ORDERS.get(keys)
+    if order is None:
+        order = _order(keys)
+    if order is _AS_GIVEN:  # the usual case: the boundary's keys, already in order
+        out = dict(result)
         out["attempts"] = attempts
         out["replayed"] = replayed
         return out
     out = dict(result, attempts=attempts, replayed=replayed)
-    known = [(key, out[key]) for key in _ORDER if key in out]
-    if len(known) == len(out):
-        return dict(known)
-    return dict(known + [(key, value) for key, value in out.items() if key not in _RANK])
+    return {key: out[key] for key in order}
 
 
 _RANK = {key: n for n, key in enumerate(_ORDER)}
+#: ``_order``'s answer: the keys are in order already, ``attempts`` and ``replayed`` go last.
+_AS_GIVEN: tuple[str, ...] = ("(as given)",)
+#: ``_order``'s answers for key sequences of known keys only (so it stays small).
+_ORDERS: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
-def _in_order(result: dict[str, Any]) -> bool:
+def _order(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The order of a finished result's keys, for a result with ``keys``."""
+    if "attempts" not in keys and "replayed" not in keys and _in_order(keys):
+        order = _AS_GIVEN
+    else:
+        present = {*keys, "attempts", "replayed"}
+        order = (*(key for key in _ORDER if key in present),
+                 *(key for key in keys if key not in _RANK))
+    if all(key in _RANK for key in keys):
+        _ORDERS[keys] = order
+    return order
+
+
+def _in_order(keys: tuple[str, ...]) -> bool:
     """Whether every key is a known one and they come in ``_ORDER``'s order."""
     last = -1
-    for key in result:
+    for key in keys:
         rank = _RANK.get(key, -1)
         if rank <= last:
             return False

@@ -112,7 +112,7 @@ def _record(call_id: str, tool: str, effect: str, step: str, number: int, outcom
             handle: AttemptTimes | None) -> TraceRecord:
     """A :class:`TraceRecord`, made without the frozen dataclass's per-field
     ``object.__setattr__`` (one is made for every attempt of every call)."""
-    record = object.__new__(TraceRecord)
+    record = _new_record(TraceRecord)
     _set_dict(record, "__dict__", {
         "call_id": call_id, "tool": tool, "effect": effect, "step": step, "attempt": number,
         "outcome": outcome, "handler_ran": handler_ran, "replayed": replayed,
@@ -122,6 +122,7 @@ def _record(call_id: str, tool: str, effect: str, step: str, number: int, outcom
 
 
 _set_dict = object.__setattr__
+_new_record = object.__new__
 
 
 class Trace:
@@ -165,10 +166,14 @@ class Trace:
             if kind == "attempt_started" or kind == "lookup_started":
                 state[1] = at
                 return
-            if kind == "attempt_ended":
-                record = _record(call_id, tool, effect, "attempt", number, outcome, handler_ran,
-                                 False, state[1], at,
-                                 None if attempt is None else AttemptTimes(attempt))
+            if kind == "attempt_ended":  # _record(...), inline: one per attempt of every call
+                record = _new_record(TraceRecord)
+                _set_dict(record, "__dict__", {
+                    "call_id": call_id, "tool": tool, "effect": effect, "step": "attempt",
+                    "attempt": number, "outcome": outcome, "handler_ran": handler_ran,
+                    "replayed": False, "started_at": state[1], "ended_at": at,
+                    "_handle": None if attempt is None else AttemptTimes(attempt),
+                })
             elif kind == "lookup_ended":
                 record = _record(call_id, tool, effect, "status_lookup", number, outcome, False,
                                  False, state[1], at, None)
