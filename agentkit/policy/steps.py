@@ -152,7 +152,7 @@ class Policy:
         logged and answered as a stable error: ``tool_failure`` when nothing ran,
         ``outcome_unknown`` (not retryable) when a handler attempt had started.
         """
-        started = time.monotonic()
+        started = _monotonic()
         entry, checked, refusal = preflight(self.registry, name, arguments, self.context, call_id)
         tool = entry.spec.name if entry is not None else safe_name(name)
         effect: str = entry.spec.effect._value_ if entry is not None else ""
@@ -180,7 +180,8 @@ class Policy:
             observers.emit("call_ended", call_id, tool, effect, time.monotonic(),
                            result=runner_failed(call))
             raise
-        observers.emit("call_ended", call_id, tool, effect, time.monotonic(), result=result)
+        observers.emit("call_ended", call_id, tool, effect, _monotonic(), 0, "", False, "", "call",
+                       result)
         return result
 
     def _write(self, call: Call) -> Steps[dict[str, Any]]:
@@ -504,7 +505,9 @@ class Policy:
             call.event("refused", number=call.number, outcome=ErrorCode.BUDGET_EXHAUSTED.value)
             return failure(ErrorCode.BUDGET_EXHAUSTED), None
         call.number += 1
-        call.event("attempt_started", number=call.number)
+        # call.event(...), spelled out here and below: two of every call's events
+        call.observers.emit("attempt_started", call.call_id, call.tool, call.effect, _monotonic(),
+                            call.number)
         try:
             result, attempt = yield RunAttempt(call.entry, call.arguments, call.call_id)
         except WorkerUnavailable:  # no thread for the handler: nothing ran
@@ -521,8 +524,9 @@ class Policy:
             call.attempts += 1
         else:
             self.budget.refund(spec.effect)
-        call.event("attempt_ended", number=call.number, outcome=_outcome(result),
-                   handler_ran=attempt.started, attempt=attempt)
+        call.observers.emit("attempt_ended", call.call_id, call.tool, call.effect, _monotonic(),
+                            call.number, "ok" if result.get("ok") else _outcome(result),
+                            attempt.started, "", "call", None, attempt)
         return result, attempt
 
 
