@@ -87,7 +87,7 @@ class SyncDriver:
         kind = type(effect)
         if kind is StoreStep:
             return getattr(self.store, effect.name)(*effect.args, **effect.kwargs)
-        if kind is RunAttempt:
+        if isinstance(effect, RunAttempt):
             assert self.registry is not None
             return execute(self.registry, effect.entry, effect.arguments, effect.call_id)
         if kind is AskLookup:
@@ -169,7 +169,7 @@ class AsyncDriver:
                 if protected and not in_own_task:
                     return await _shielded(self.drive(steps, effect, True, in_own_task=True))
             try:
-                if type(effect) is RunAttempt:  # the hot path: one coroutine frame less
+                if isinstance(effect, RunAttempt):  # the hot path: one coroutine frame less
                     value = await aexecute(self.registry, effect.entry, effect.arguments,
                                            effect.call_id)
                 else:
@@ -181,7 +181,7 @@ class AsyncDriver:
         kind = type(effect)
         if kind is StoreStep:
             return await self._store_step(effect)
-        if kind is RunAttempt:
+        if isinstance(effect, RunAttempt):
             return await aexecute(self.registry, effect.entry, effect.arguments, effect.call_id)
         if kind is AskLookup:
             return await arun_limited(effect.lookup, effect.arguments, attempt=effect.probe,

@@ -38,13 +38,21 @@ T = TypeVar("T")
 Steps = Generator[Any, Any, T]
 
 
-@dataclass(slots=True)
 class RunAttempt:
-    """One handler attempt through the boundary. Answer: ``(result dict, Attempt)``."""
+    """One handler attempt through the boundary. Answer: ``(result dict, Attempt)``.
 
-    entry: RegisteredTool
-    arguments: dict[str, Any]
-    call_id: str
+    The policy's own record of a call (:class:`agentkit.policy.steps.Call`) is one: a call
+    asks for an attempt of itself, and no request object is made per attempt."""
+
+    __slots__ = ("arguments", "call_id", "entry")
+
+    def __init__(self, entry: RegisteredTool, arguments: dict[str, Any], call_id: str) -> None:
+        self.entry = entry
+        self.arguments = arguments
+        self.call_id = call_id
+
+    def __repr__(self) -> str:
+        return f"RunAttempt({self.entry.spec.name!r}, call_id={self.call_id!r})"
 
 
 @dataclass(slots=True)

@@ -101,11 +101,12 @@ _UNKNOWN = ErrorCode.OUTCOME_UNKNOWN.value
 _monotonic = time.monotonic
 
 
-class Call:
-    """One call or approved run in progress: what runs, and how many attempts it made."""
+class Call(RunAttempt):
+    """One call or approved run in progress: what runs, and how many attempts it made. It is
+    also the effect that asks for one attempt of itself (``yield call``)."""
 
-    __slots__ = ("arguments", "attempts", "call_id", "effect", "entry", "fingerprint", "key",
-                 "number", "observers", "spec", "tool")
+    __slots__ = ("attempts", "effect", "fingerprint", "key", "number", "observers", "spec",
+                 "tool")
 
     def __init__(self, call_id: str, entry: RegisteredTool, arguments: dict[str, Any],
                  observers: Observers, key: str = "", fingerprint: str = "") -> None:
@@ -509,7 +510,7 @@ class Policy:
         call.observers.emit("attempt_started", call.call_id, call.tool, call.effect, _monotonic(),
                             call.number)
         try:
-            result, attempt = yield RunAttempt(call.entry, call.arguments, call.call_id)
+            result, attempt = yield call  # a RunAttempt
         except WorkerUnavailable:  # no thread for the handler: nothing ran
             log.warning("%s %s: busy, no worker thread could be started", call.call_id, spec.name)
             result, attempt = failure(ErrorCode.BUSY), Attempt(tool=spec.name, call_id=call.call_id)
