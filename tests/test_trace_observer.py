@@ -81,21 +81,25 @@ def test_records_are_made_from_rows_when_read(kind: str, name: str) -> None:
 def test_without_an_added_observer_no_event_object_is_made(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    made: list[str] = []
-    original = CallEvent.__init__
+    from agentkit.policy import events
 
-    def counted(self: CallEvent, kind: str, *args: Any, **kwargs: Any) -> None:
-        made.append(kind)
-        original(self, kind, *args, **kwargs)
+    made: list[type] = []
 
-    monkeypatch.setattr(CallEvent, "__init__", counted)
+    def new(cls: type) -> Any:
+        made.append(cls)
+        return object.__new__(cls)
+
+    monkeypatch.setattr(events, "_new", new)  # how the runner's emit makes each event
     calls: list[str] = []
     runner = ToolRunner(registry(calls), sleep=lambda seconds: None)
     runner.call("search", {"query": "q"})
     assert made == [] and len(runner.trace) == 1
-    remove = runner.add_observer(lambda event: None)
+    kept: list[CallEvent] = []
+    remove = runner.add_observer(kept.append)
     runner.call("search", {"query": "q"})
-    assert made == ["call_started", "attempt_started", "attempt_ended", "call_ended"]
+    assert made == [CallEvent] * 4
+    assert [e.kind for e in kept] == ["call_started", "attempt_started", "attempt_ended",
+                                      "call_ended"]
     remove()
     runner.call("search", {"query": "q"})
-    assert len(made) == 4 and len(runner.trace) == 3
+    assert len(made) == 4 and len(kept) == 4 and len(runner.trace) == 3

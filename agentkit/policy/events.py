@@ -85,6 +85,7 @@ _slots = CallEvent.__dict__
  _set_handler_ran, _set_approval_id, _set_operation, _set_result, _set_attempt) = (
     _slots[name].__set__ for name in CallEvent.__dataclass_fields__)
 CallEvent.__init__ = _fast_init  # type: ignore[method-assign]
+_new = object.__new__
 
 #: An observer is any callable taking one event; its return value is ignored.
 Observer = Callable[[CallEvent], None]
@@ -143,8 +144,20 @@ class Observers:
             if first is not None:
                 first(kind, call_id, tool, effect, at, number, outcome, handler_ran, approval_id,
                       operation, result, attempt)
-            event = CallEvent(kind, call_id, tool, effect, at, number, outcome, handler_ran,
-                              approval_id, operation, result, attempt)
+            # CallEvent(...), its __init__ spelled out: no type call and no frame per event
+            event = _new(CallEvent)
+            _set_kind(event, kind)
+            _set_call_id(event, call_id)
+            _set_tool(event, tool)
+            _set_effect(event, effect)
+            _set_at(event, at)
+            _set_number(event, number)
+            _set_outcome(event, outcome)
+            _set_handler_ran(event, handler_ran)
+            _set_approval_id(event, approval_id)
+            _set_operation(event, operation)
+            _set_result(event, result)
+            _set_attempt(event, attempt)
             for observer in observers:
                 try:
                     observer(event)
