@@ -1,9 +1,10 @@
 """The two drivers that perform what the policy asks for (docs/design.md#drivers).
 
-The policy (:mod:`agentkit.policy.steps`) yields effects (:mod:`agentkit.policy.effects`) and
-events; a driver performs each effect and sends its answer back, or throws its exception in
-at the ``yield`` (so cleanup that writes happens in the steps, on both drivers), and hands
-each event to the observers on the caller's own thread or task. Nothing is decided here.
+The policy (:mod:`agentkit.policy.steps`) yields effects (:mod:`agentkit.policy.effects`); a
+driver performs each effect and sends its answer back, or throws its exception in at the
+``yield`` (so cleanup that writes happens in the steps, on both drivers). The steps run in the
+driver's frame, on the caller's own thread or task, so the events they tell the observers are
+told there too. Nothing is decided here.
 
 - :class:`SyncDriver` (``call``, ``approve``, ``deny``, ``run_once``): performs everything on
   the caller's thread; a handler attempt runs on a worker thread, as the boundary does it.
@@ -45,7 +46,6 @@ from agentkit.policy.effects import (
     StoreStep,
     WhenDone,
 )
-from agentkit.policy.events import CallEvent
 from agentkit.policy.stores.algorithm import StoreError
 
 if TYPE_CHECKING:
@@ -58,22 +58,16 @@ log = logging.getLogger("agentkit")
 T = TypeVar("T")
 
 
-def _no_events(event: CallEvent) -> None:
-    """The observers of a driver that serves the store alone (``run_once``)."""
-
-
 class SyncDriver:
     """Performs the steps on the caller's thread."""
 
-    __slots__ = ("emit", "registry", "sleep", "store")
+    __slots__ = ("registry", "sleep", "store")
 
     def __init__(self, store: Any, registry: ToolRegistry | None = None,
-                 sleep: Callable[[float], Any] = time.sleep,
-                 emit: Callable[[CallEvent], None] = _no_events) -> None:
+                 sleep: Callable[[float], Any] = time.sleep) -> None:
         self.store = store
         self.registry = registry
         self.sleep = sleep
-        self.emit = emit
 
     def run(self, steps: Steps[T]) -> T:
         value: Any = None
@@ -84,9 +78,6 @@ class SyncDriver:
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
             value = error = None
-            if type(effect) is CallEvent:
-                self.emit(effect)
-                continue
             try:
                 value = self.perform(effect)
             except BaseException as exc:  # delivered into the step that asked
@@ -96,7 +87,7 @@ class SyncDriver:
         kind = type(effect)
         if kind is StoreStep:
             return getattr(self.store, effect.name)(*effect.args, **effect.kwargs)
-        if kind is RunAttempt:
+        if isinstance(effect, RunAttempt):
             assert self.registry is not None
             return execute(self.registry, effect.entry, effect.arguments, effect.call_id)
         if kind is AskLookup:
@@ -137,25 +128,24 @@ def _quiet_store_step(store: Any, step: StoreStep) -> None:
 class AsyncDriver:
     """Performs the steps for async callers, on the caller's loop (see the module docstring)."""
 
-    __slots__ = ("asleep", "emit", "registry", "store")
+    __slots__ = ("asleep", "registry", "store")
 
     def __init__(self, store: Any, registry: ToolRegistry,
-                 asleep: Callable[[float], Awaitable[Any]],
-                 emit: Callable[[CallEvent], None] = _no_events) -> None:
+                 asleep: Callable[[float], Awaitable[Any]]) -> None:
         self.store = store
         self.registry = registry
         self.asleep = asleep
-        self.emit = emit
 
     async def run(self, steps: Steps[T]) -> T:
-        return await self._drive(steps, None, False, in_own_task=False)
+        return await self.drive(steps, None, False, in_own_task=False)
 
-    async def _drive(self, steps: Steps[T], pending: Any, protected: bool, *,
-                     in_own_task: bool) -> T:
+    async def drive(self, steps: Steps[T], pending: Any, protected: bool, *,
+                    in_own_task: bool) -> T:
+        """Perform ``steps`` from their next effect (or ``pending``, already asked for);
+        ``protected``: the policy has asked for :data:`~agentkit.policy.effects.PROTECT`."""
         value: Any = None
         error: BaseException | None = None
         store = self.store
-        inline_store = not getattr(store, "blocking", True)
         while True:
             if pending is not None:
                 effect, pending = pending, None
@@ -166,22 +156,20 @@ class AsyncDriver:
                     return stop.value  # type: ignore[no-any-return]
                 value = error = None
                 kind = type(effect)
-                if kind is CallEvent:
-                    self.emit(effect)
-                    continue
                 if effect is PROTECT:
                     protected = True
                     continue
-                if kind is StoreStep and inline_store and not hasattr(store, "a" + effect.name):
+                if (kind is StoreStep and not getattr(store, "blocking", True)
+                        and not hasattr(store, "a" + effect.name)):
                     try:  # never blocks: no await, so no cancellation can land in between
                         value = getattr(store, effect.name)(*effect.args, **effect.kwargs)
                     except BaseException as exc:
                         error = exc
                     continue
                 if protected and not in_own_task:
-                    return await _shielded(self._drive(steps, effect, True, in_own_task=True))
+                    return await _shielded(self.drive(steps, effect, True, in_own_task=True))
             try:
-                if type(effect) is RunAttempt:  # the hot path: one coroutine frame less
+                if isinstance(effect, RunAttempt):  # the hot path: one coroutine frame less
                     value = await aexecute(self.registry, effect.entry, effect.arguments,
                                            effect.call_id)
                 else:
@@ -193,7 +181,7 @@ class AsyncDriver:
         kind = type(effect)
         if kind is StoreStep:
             return await self._store_step(effect)
-        if kind is RunAttempt:
+        if isinstance(effect, RunAttempt):
             return await aexecute(self.registry, effect.entry, effect.arguments, effect.call_id)
         if kind is AskLookup:
             return await arun_limited(effect.lookup, effect.arguments, attempt=effect.probe,

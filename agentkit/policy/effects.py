@@ -7,8 +7,8 @@ callers. Nothing here does anything: each class only names a request (docs/desig
 They are made on every step of every call, so they are plain slotted classes (a frozen
 dataclass pays an ``object.__setattr__`` per field); nobody changes one after it is yielded.
 
-A generator of steps may also yield a :class:`~agentkit.policy.events.CallEvent`, which the
-driver hands to the runner's observers at once.
+Events (:mod:`agentkit.policy.events`) are not effects: nothing answers them, so a step tells
+the runner's observers itself, at once, from the driver's frame (the caller's thread or task).
 """
 
 from __future__ import annotations
@@ -34,17 +34,25 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: A generator of steps: yields effects and events, is sent each effect's answer, returns T.
+#: A generator of steps: yields effects, is sent each effect's answer, returns T.
 Steps = Generator[Any, Any, T]
 
 
-@dataclass(slots=True)
 class RunAttempt:
-    """One handler attempt through the boundary. Answer: ``(result dict, Attempt)``."""
+    """One handler attempt through the boundary. Answer: ``(result dict, Attempt)``.
 
-    entry: RegisteredTool
-    arguments: dict[str, Any]
-    call_id: str
+    The policy's own record of a call (:class:`agentkit.policy.steps.Call`) is one: a call
+    asks for an attempt of itself, and no request object is made per attempt."""
+
+    __slots__ = ("arguments", "call_id", "entry")
+
+    def __init__(self, entry: RegisteredTool, arguments: dict[str, Any], call_id: str) -> None:
+        self.entry = entry
+        self.arguments = arguments
+        self.call_id = call_id
+
+    def __repr__(self) -> str:
+        return f"RunAttempt({self.entry.spec.name!r}, call_id={self.call_id!r})"
 
 
 @dataclass(slots=True)

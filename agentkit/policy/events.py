@@ -1,9 +1,9 @@
 """Policy events: what a call did, step by step, for whoever watches (the trace, spans, logs).
 
-The policy (:mod:`agentkit.policy.steps`) yields a :class:`CallEvent` at every step a person
-or a tool might want to see, and the driver running the call hands it to the runner's
-observers (:class:`Observers`) at once, on the caller's thread (sync driver) or in the caller's
-task context (async driver), never from a handler's worker thread: an observer may take the
+The policy (:mod:`agentkit.policy.steps`) makes a :class:`CallEvent` at every step a person
+or a tool might want to see and hands it to the runner's observers (:class:`Observers`) at
+once. The steps run in their driver's frame, so that is on the caller's thread (sync driver)
+or in the caller's task context (async driver), never from a handler's worker thread: an observer may take the
 contextvars-current span as its parent. The in-memory :class:`~agentkit.policy.trace.Trace`
 is one observer; the OpenTelemetry one lives in ``agentkit.faces`` (docs/design.md#events).
 
@@ -24,11 +24,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agentkit.boundary.concurrency import Attempt
 
-__all__ = ["KINDS", "CallEvent", "Observer", "Observers"]
+__all__ = ["KINDS", "CallEvent", "Emit", "Observer", "Observers"]
 
 log = logging.getLogger("agentkit")
 
@@ -85,35 +85,90 @@ _slots = CallEvent.__dict__
  _set_handler_ran, _set_approval_id, _set_operation, _set_result, _set_attempt) = (
     _slots[name].__set__ for name in CallEvent.__dataclass_fields__)
 CallEvent.__init__ = _fast_init  # type: ignore[method-assign]
+_new = object.__new__
 
 #: An observer is any callable taking one event; its return value is ignored.
 Observer = Callable[[CallEvent], None]
 
 
+class Emit(Protocol):
+    """How the policy tells its observers one event: the :class:`CallEvent`'s fields, in its
+    order (the event itself is made only if an observer takes events)."""
+
+    def __call__(self, kind: str, call_id: str, tool: str, effect: str, at: float,
+                 number: int = 0, outcome: str = "", handler_ran: bool = False,
+                 approval_id: str = "", operation: str = "call",
+                 result: Mapping[str, Any] | None = None,
+                 attempt: Attempt | None = None) -> None: ...
+
+
 class Observers:
-    """The observers of one runner. Adding and removing swap an immutable tuple, so emitting
-    (on the hot path, from many threads) takes no lock."""
+    """The observers of one runner, and :attr:`emit`, the one function that tells them all.
 
-    __slots__ = ("_all",)
+    ``first`` (the in-memory trace) is told each event first, as its fields (an :class:`Emit`:
+    it must log its own failures, never raise); every observer added is handed a
+    :class:`CallEvent`, made once per event and only when there is one to hand it to. Adding
+    and removing swap an immutable tuple and the :attr:`emit` made for it, so emitting (on the
+    hot path, from many threads) takes no lock, and with no observer but ``first`` it is
+    ``first`` itself."""
 
-    def __init__(self) -> None:
+    __slots__ = ("_all", "_first", "emit")
+
+    def __init__(self, first: Emit | None = None) -> None:
+        self._first = first
         self._all: tuple[Observer, ...] = ()
+        self.emit: Emit = self._emitter()
 
     def add(self, observer: Observer) -> Callable[[], None]:
         """Register ``observer``; returns a function that removes it again."""
         if not callable(observer):
             raise TypeError("an observer must be callable with one CallEvent")
         self._all = (*self._all, observer)
+        self.emit = self._emitter()
 
         def remove() -> None:
             self._all = tuple(o for o in self._all if o is not observer)
+            self.emit = self._emitter()
 
         return remove
 
-    def emit(self, event: CallEvent) -> None:
-        """Hand ``event`` to every observer; one that raises is logged and skipped."""
-        for observer in self._all:
-            try:
-                observer(event)
-            except Exception:
-                log.exception("%s: an observer failed on %s", event.call_id, event.kind)
+    def _emitter(self) -> Emit:
+        first, observers = self._first, self._all
+        if not observers:
+            return first if first is not None else _nobody
+
+        def emit(kind: str, call_id: str, tool: str, effect: str, at: float, number: int = 0,
+                 outcome: str = "", handler_ran: bool = False, approval_id: str = "",
+                 operation: str = "call", result: Mapping[str, Any] | None = None,
+                 attempt: Attempt | None = None) -> None:
+            if first is not None:
+                first(kind, call_id, tool, effect, at, number, outcome, handler_ran, approval_id,
+                      operation, result, attempt)
+            # CallEvent(...), its __init__ spelled out: no type call and no frame per event
+            event = _new(CallEvent)
+            _set_kind(event, kind)
+            _set_call_id(event, call_id)
+            _set_tool(event, tool)
+            _set_effect(event, effect)
+            _set_at(event, at)
+            _set_number(event, number)
+            _set_outcome(event, outcome)
+            _set_handler_ran(event, handler_ran)
+            _set_approval_id(event, approval_id)
+            _set_operation(event, operation)
+            _set_result(event, result)
+            _set_attempt(event, attempt)
+            for observer in observers:
+                try:
+                    observer(event)
+                except Exception:
+                    log.exception("%s: an observer failed on %s", call_id, kind)
+
+        return emit
+
+
+def _nobody(kind: str, call_id: str, tool: str, effect: str, at: float, number: int = 0,
+            outcome: str = "", handler_ran: bool = False, approval_id: str = "",
+            operation: str = "call", result: Mapping[str, Any] | None = None,
+            attempt: Attempt | None = None) -> None:
+    """The emit of a runner nobody observes."""

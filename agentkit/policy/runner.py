@@ -56,17 +56,16 @@ class ToolRunner:
     ) -> None:
         store = store if store is not None else IdempotencyStore()
         self.trace = Trace(max_trace_records)
-        self._observers = Observers()
-        self._observers.add(self.trace.observe)
-        emit = self._observers.emit
+        self._observers = Observers(first=self.trace.note)
         self._policy = Policy(
             registry, store, budget if budget is not None else Budget(),
             context if context is not None else CallContext(),
             backoff if backoff is not None else Backoff(),
             Approvals(store, approval_ttl_seconds, clock),
+            self._observers,
         )
-        self._sync = SyncDriver(store, registry, sleep, emit)
-        self._async = AsyncDriver(store, registry, asleep or _async_twin(sleep), emit)
+        self._sync = SyncDriver(store, registry, sleep)
+        self._async = AsyncDriver(store, registry, asleep or _async_twin(sleep))
 
     @property
     def registry(self) -> ToolRegistry:
@@ -138,7 +137,9 @@ class ToolRunner:
         the call goes on to its end and its outcome is recorded.
         """
         call_id = call_id if isinstance(call_id, str) and call_id else new_call_id()
-        return await self._async.run(self._policy.call(name, arguments, call_id))
+        # the driver's loop itself, awaited here (one coroutine frame less than ``run``)
+        return await self._async.drive(self._policy.call(name, arguments, call_id), None, False,
+                                       in_own_task=False)
 
     async def aapprove(self, approval_id: Any) -> dict[str, Any]:
         """:meth:`approve` for async hosts (see :meth:`acall`)."""

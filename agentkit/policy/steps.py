@@ -20,8 +20,9 @@ Every handler attempt and status lookup spends one unit of the task's :class:`Bu
 How it is written (docs/design.md#drivers). Every step is a generator: it decides, and for
 anything that touches the world it *yields* a request (:mod:`agentkit.policy.effects`: run an
 attempt, ask the status lookup, pause, one store step) and receives the answer, or the
-exception, at the ``yield``. It also yields a :class:`~agentkit.policy.events.CallEvent` at
-each step worth watching. It performs no I/O itself, so one policy serves two drivers
+exception, at the ``yield``. At each step worth watching it tells the runner's observers a
+:class:`~agentkit.policy.events.CallEvent` (not an effect: nothing answers it, and the steps
+run in the driver's frame, on the caller's thread or task, where events must be told). It performs no I/O itself, so one policy serves two drivers
 (:mod:`agentkit.policy.drivers`): ``call``/``approve``/``deny``/``run_once`` and
 ``acall``/``aapprove``/``adeny`` get the same results by construction. A failure is thrown into
 the step that asked, so cleanup that writes (dropping or abandoning a claim) is a step like
@@ -40,7 +41,6 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from agentkit.boundary.canonical import canonical_json
@@ -75,7 +75,7 @@ from agentkit.policy.effects import (
     StoreStep,
     WhenDone,
 )
-from agentkit.policy.events import CallEvent
+from agentkit.policy.events import Observers
 from agentkit.policy.stores.algorithm import (
     TAKEN_OVER,
     Claim,
@@ -95,37 +95,49 @@ store_log = logging.getLogger("agentkit.policy.stores")
 _READ_RETRY = {ErrorCode.TRANSIENT_FAILURE.value, ErrorCode.OUTCOME_UNKNOWN.value, ErrorCode.BUSY.value}
 _UNSURE = {ErrorCode.TRANSIENT_FAILURE.value, ErrorCode.OUTCOME_UNKNOWN.value}
 _IRREVERSIBLE = Effect.IRREVERSIBLE_WRITE.value
+_READ = Effect.READ.value
+_REVERSIBLE = Effect.REVERSIBLE_WRITE.value
+_UNKNOWN = ErrorCode.OUTCOME_UNKNOWN.value
+_monotonic = time.monotonic
 
 
-@dataclass(slots=True)
-class Call:
-    """One call or approved run in progress: what runs, and how many attempts it made."""
+class Call(RunAttempt):
+    """One call or approved run in progress: what runs, and how many attempts it made. It is
+    also the effect that asks for one attempt of itself (``yield call``)."""
 
-    call_id: str
-    entry: RegisteredTool
-    arguments: dict[str, Any]
-    key: str = ""  # the idempotency key, for writes
-    fingerprint: str = ""  # the payload's identity, for writes
-    number: int = 0  # steps that tried to run the handler (busy ones included)
-    attempts: int = 0  # handler attempts that really started
+    __slots__ = ("attempts", "effect", "fingerprint", "key", "number", "observers", "spec",
+                 "tool")
 
-    @property
-    def spec(self) -> ToolSpec:
-        return self.entry.spec
+    def __init__(self, call_id: str, entry: RegisteredTool, arguments: dict[str, Any],
+                 observers: Observers, key: str = "", fingerprint: str = "") -> None:
+        self.call_id = call_id
+        self.entry = entry
+        self.arguments = arguments
+        self.observers = observers
+        spec: ToolSpec = entry.spec
+        self.spec = spec
+        self.tool = spec.name
+        self.effect: str = spec.effect._value_  # .value, without the enum's descriptor call
+        self.key = key  # the idempotency key, for writes
+        self.fingerprint = fingerprint  # the payload's identity, for writes
+        self.number = 0  # steps that tried to run the handler (busy ones included)
+        self.attempts = 0  # handler attempts that really started
 
     def event(self, kind: str, number: int = 0, outcome: str = "", handler_ran: bool = False,
-              attempt: Attempt | None = None, approval_id: str = "") -> CallEvent:
-        spec = self.entry.spec
-        return CallEvent(kind, self.call_id, spec.name, spec.effect.value, time.monotonic(),
-                         number, outcome, handler_ran, approval_id, "call", None, attempt)
+              attempt: Attempt | None = None, approval_id: str = "") -> None:
+        """Tell the observers, at once (on the caller's thread or task: steps run there)."""
+        self.observers.emit(kind, self.call_id, self.tool, self.effect, _monotonic(), number,
+                            outcome, handler_ran, approval_id, "call", None, attempt)
 
 
 class Policy:
     """The policy of one runner: each public operation is a generator of steps."""
 
     def __init__(self, registry: ToolRegistry, store: Any, budget: Budget, context: CallContext,
-                 backoff: Backoff, approvals: Approvals) -> None:
+                 backoff: Backoff, approvals: Approvals,
+                 observers: Observers) -> None:
         self.registry = registry
+        self.observers = observers  # told every event, at once
         self.store = store
         self.budget = budget
         self.context = context
@@ -141,21 +153,22 @@ class Policy:
         logged and answered as a stable error: ``tool_failure`` when nothing ran,
         ``outcome_unknown`` (not retryable) when a handler attempt had started.
         """
-        started = time.monotonic()
+        started = _monotonic()
         entry, checked, refusal = preflight(self.registry, name, arguments, self.context, call_id)
         tool = entry.spec.name if entry is not None else safe_name(name)
-        effect = entry.spec.effect.value if entry is not None else ""
-        yield CallEvent("call_started", call_id, tool, effect, started)
+        effect: str = entry.spec.effect._value_ if entry is not None else ""
+        observers = self.observers
+        observers.emit("call_started", call_id, tool, effect, started)
         call: Call | None = None
         try:
             if refusal is not None:
-                yield CallEvent("refused", call_id, tool, effect, time.monotonic(),
-                                outcome=refusal["error"])
+                observers.emit("refused", call_id, tool, effect, time.monotonic(),
+                               outcome=refusal["error"])
                 result = finish(refusal, 0, False, effect)
             else:
                 assert entry is not None and checked is not None
-                call = Call(call_id, entry, checked)
-                if entry.spec.effect is Effect.READ:
+                call = Call(call_id, entry, checked, observers)
+                if effect == _READ:
                     result = yield from self._read(call)
                 else:
                     result = yield from self._write(call)
@@ -165,10 +178,11 @@ class Policy:
             log.exception("%s %s: the runner failed", call_id, tool)
             result = runner_failed(call)
         except BaseException:  # the caller went away (an interrupt, a cancelled task)
-            yield CallEvent("call_ended", call_id, tool, effect, time.monotonic(),
-                            result=runner_failed(call))
+            observers.emit("call_ended", call_id, tool, effect, time.monotonic(),
+                           result=runner_failed(call))
             raise
-        yield CallEvent("call_ended", call_id, tool, effect, time.monotonic(), result=result)
+        observers.emit("call_ended", call_id, tool, effect, _monotonic(), 0, "", False, "", "call",
+                       result)
         return result
 
     def _write(self, call: Call) -> Steps[dict[str, Any]]:
@@ -176,7 +190,7 @@ class Policy:
             self._keys(call)
         except Exception:
             log.exception("%s %s: idempotency_key failed", call.call_id, call.spec.name)
-            yield call.event("refused", outcome=ErrorCode.TOOL_FAILURE.value)
+            call.event("refused", outcome=ErrorCode.TOOL_FAILURE.value)
             return finish(failure(ErrorCode.TOOL_FAILURE), 0, False, call.spec.effect.value)
         if call.spec.effect is Effect.REVERSIBLE_WRITE:
             return (yield from self._reversible(call))
@@ -194,7 +208,7 @@ class Policy:
         yield PROTECT
         tool, effect = yield from self._named(approval_id)
         body = self._approve(approval_id, call_id, started)
-        return (yield from _framed(body, "approve", call_id, tool, effect, started, lambda: _busy()))
+        return (yield from _framed(body, "approve", call_id, tool, effect, started, self.observers))
 
     def _approve(self, approval_id: Any, call_id: str, started: float) -> Steps[dict[str, Any]]:
         prepared: list[Call] = []
@@ -202,7 +216,7 @@ class Policy:
             step = yield from self.approvals.begin(
                 approval_id, lambda record: self._prepare(call_id, record, prepared))
             if step.action != RUN:
-                return (yield from self._answer_approval(call_id, approval_id, step))
+                return self._answer_approval(call_id, approval_id, step)
             assert step.record is not None and prepared
             call, record = prepared[-1], step.record
             result = yield from self._run_approved(call, record)
@@ -214,8 +228,8 @@ class Policy:
                          False, _IRREVERSIBLE)
         try:
             if (yield from self.approvals.finish(record, settled, ran=call.attempts > 0)):
-                yield call.event("approval_settled", approval_id=record["approval_id"],
-                                 outcome=_outcome(settled))
+                call.event("approval_settled", approval_id=record["approval_id"],
+                           outcome=_outcome(settled))
         except StoreError as exc:  # the run's outcome is known and returned; the record waits
             log.error("%s %s: the approval could not be settled in the store: %s",
                       call_id, call.spec.name, exc)
@@ -227,7 +241,7 @@ class Policy:
         yield PROTECT
         tool, effect = yield from self._named(approval_id)
         body = self._deny(approval_id, call_id)
-        return (yield from _framed(body, "deny", call_id, tool, effect, started, lambda: _busy()))
+        return (yield from _framed(body, "deny", call_id, tool, effect, started, self.observers))
 
     def _deny(self, approval_id: Any, call_id: str) -> Steps[dict[str, Any]]:
         denied = finish(failure(ErrorCode.FORBIDDEN), 0, False, _IRREVERSIBLE)
@@ -238,15 +252,20 @@ class Policy:
             return _busy()
         if step.action == DENIED:
             assert step.record is not None
-            yield CallEvent("approval_settled", call_id, step.record["tool"], _IRREVERSIBLE,
-                            time.monotonic(), approval_id=step.record["approval_id"],
-                            outcome=ErrorCode.FORBIDDEN.value)
+            self._tell("approval_settled", call_id, step.record["tool"], _IRREVERSIBLE,
+                       approval_id=step.record["approval_id"], outcome=ErrorCode.FORBIDDEN.value)
             return dict(denied)
         if step.action == REPLAY:
             assert step.record is not None and step.result is not None
-            return (yield from self._replay_settled(call_id, step.record["tool"], step.result))
+            return self._replay_settled(call_id, step.record["tool"], step.result)
         assert step.result is not None
         return finish(step.result, 0, False, _IRREVERSIBLE)
+
+    def _tell(self, kind: str, call_id: str, tool: str, effect: str, *, outcome: str,
+              approval_id: str = "") -> None:
+        """Tell the observers an event of a step that has no :class:`Call`."""
+        self.observers.emit(kind, call_id, tool, effect, time.monotonic(),
+                            outcome=outcome, approval_id=approval_id)
 
     def pending(self) -> Steps[list[dict[str, Any]]]:
         """What a person is shown of every approval still waiting in the store."""
@@ -262,7 +281,7 @@ class Policy:
             result, attempt = yield from self._attempt(call)
             if attempt is None or result["ok"] or result["error"] not in _READ_RETRY:
                 break
-        return finish(result, call.attempts, False, Effect.READ.value)
+        return finish(result, call.attempts, False, _READ)
 
     # ------------------------------------------------------------------ reversible writes
 
@@ -286,10 +305,10 @@ class Policy:
         )
         replayed = bool(result.get("replayed"))
         if replayed:
-            yield call.event("replay", outcome=_outcome(result))
+            call.event("replay", outcome=_outcome(result))
         elif call.number == 0 and not result["ok"]:
-            yield call.event("refused", outcome=result["error"])
-        return finish(result, call.attempts, replayed, Effect.REVERSIBLE_WRITE.value)
+            call.event("refused", outcome=result["error"])
+        return finish(result, call.attempts, replayed, _REVERSIBLE)
 
     def _write_attempts(self, call: Call, mine: Claim) -> Steps[dict[str, Any]]:
         """Inside the key's claim: attempt, and after any doubt ask before acting again."""
@@ -341,9 +360,9 @@ class Policy:
         """Ask the tool whether the write took effect: ``done`` (with the receipt as an ok
         result), ``not_done`` or ``unknown``. Spends one budget unit."""
         spec = call.spec
-        yield call.event("lookup_started", number=call.number)
+        call.event("lookup_started", number=call.number)
         if not self.budget.spend(spec.effect):
-            yield call.event("lookup_ended", number=call.number, outcome="budget_exhausted")
+            call.event("lookup_ended", number=call.number, outcome="budget_exhausted")
             return "unknown", None
         lookup = spec.status_lookup
         assert lookup is not None
@@ -368,7 +387,7 @@ class Policy:
         else:
             outcome = "done"
             receipt = dict(probe.value)  # rendered inside the lookup, like a handler's value
-        yield call.event("lookup_ended", number=call.number, outcome=outcome)
+        call.event("lookup_ended", number=call.number, outcome=outcome)
         return outcome, receipt
 
     def _recoverer(self, call: Call) -> Callable[[], Steps[Result | None]] | None:
@@ -397,24 +416,24 @@ class Policy:
         spec = call.spec
         yield PROTECT
         if not self.budget.can_spend(spec.effect):
-            yield call.event("refused", outcome=ErrorCode.BUDGET_EXHAUSTED.value)
+            call.event("refused", outcome=ErrorCode.BUDGET_EXHAUSTED.value)
             return finish(failure(ErrorCode.BUDGET_EXHAUSTED), 0, False, _IRREVERSIBLE)
         try:
             record = yield from self.approvals.open(call.key, call.fingerprint, spec.name,
                                                     call.arguments, self.context)
         except StoreError as exc:
             log.error("%s %s: the store failed, no approval opened: %s", call.call_id, spec.name, exc)
-            yield call.event("refused", outcome=ErrorCode.BUSY.value)
+            call.event("refused", outcome=ErrorCode.BUSY.value)
             return _busy()
         if record["fingerprint"] != call.fingerprint:
-            yield call.event("refused", outcome=ErrorCode.IDEMPOTENCY_CONFLICT.value)
+            call.event("refused", outcome=ErrorCode.IDEMPOTENCY_CONFLICT.value)
             return finish(failure(ErrorCode.IDEMPOTENCY_CONFLICT), 0, False, _IRREVERSIBLE)
         if record["state"] == SETTLED:
-            return (yield from self._replay_settled(call.call_id, spec.name, settled_result(record)))
+            return self._replay_settled(call.call_id, spec.name, settled_result(record))
         if record["state"] == RUNNING:
             return finish(failure(ErrorCode.IN_PROGRESS), 0, False, _IRREVERSIBLE)
-        yield call.event("approval_asked", approval_id=record["approval_id"],
-                         outcome=ErrorCode.APPROVAL_REQUIRED.value)
+        call.event("approval_asked", approval_id=record["approval_id"],
+                   outcome=ErrorCode.APPROVAL_REQUIRED.value)
         asked = failure(ErrorCode.APPROVAL_REQUIRED, approval_id=record["approval_id"])
         return finish(asked, 0, False, _IRREVERSIBLE)
 
@@ -438,7 +457,7 @@ class Policy:
         if refusal is not None:
             return refusal, 0.0
         assert entry is not None and checked is not None
-        call = Call(call_id, entry, checked, key=record["key"], fingerprint=record["fingerprint"])
+        call = Call(call_id, entry, checked, self.observers, record["key"], record["fingerprint"])
         prepared.append(call)
         return None, self._lease(call)
 
@@ -450,7 +469,7 @@ class Policy:
             recover=self._recoverer(call), full_sync=True, keep_unknown_live=True,
         )
         if result.get("replayed"):
-            yield call.event("replay", outcome=_outcome(result))
+            call.event("replay", outcome=_outcome(result))
         return result
 
     def _irreversible_attempt(self, call: Call, mine: Claim) -> Steps[dict[str, Any]]:
@@ -459,24 +478,23 @@ class Policy:
         result = yield from self._write_attempts(call, mine)
         return result if result["ok"] else {**result, "retryable": False}
 
-    def _answer_approval(self, call_id: str, approval_id: Any, step: Step) -> Steps[dict[str, Any]]:
+    def _answer_approval(self, call_id: str, approval_id: Any, step: Step) -> dict[str, Any]:
         """Announce an approval decision that ran nothing."""
         assert step.result is not None
         tool = step.record["tool"] if step.record else safe_name(approval_id)
         if step.action == REPLAY:
-            return (yield from self._replay_settled(call_id, tool, step.result))
+            return self._replay_settled(call_id, tool, step.result)
         code = step.result.get("error", "")
         if step.action == REFUSED:
-            yield CallEvent("refused", call_id, tool, _IRREVERSIBLE, time.monotonic(), outcome=code)
+            self._tell("refused", call_id, tool, _IRREVERSIBLE, outcome=code)
         elif code != ErrorCode.IN_PROGRESS.value:  # unknown, expired: the answer is final
             effect = _IRREVERSIBLE if step.record else ""
-            yield CallEvent("approval_settled", call_id, tool, effect, time.monotonic(),
-                            approval_id=safe_name(approval_id), outcome=code)
+            self._tell("approval_settled", call_id, tool, effect,
+                       approval_id=safe_name(approval_id), outcome=code)
         return finish(step.result, 0, False, _IRREVERSIBLE)
 
-    def _replay_settled(self, call_id: str, tool: str, result: dict[str, Any]) -> Steps[dict[str, Any]]:
-        yield CallEvent("replay", call_id, tool, _IRREVERSIBLE, time.monotonic(),
-                        outcome=_outcome(result))
+    def _replay_settled(self, call_id: str, tool: str, result: dict[str, Any]) -> dict[str, Any]:
+        self._tell("replay", call_id, tool, _IRREVERSIBLE, outcome=_outcome(result))
         return finish(result, 0, True, _IRREVERSIBLE)
 
     # ------------------------------------------------------------------ one attempt
@@ -485,12 +503,14 @@ class Policy:
         """One handler attempt through the boundary, paid for from the budget."""
         spec = call.spec
         if not self.budget.spend(spec.effect):
-            yield call.event("refused", number=call.number, outcome=ErrorCode.BUDGET_EXHAUSTED.value)
+            call.event("refused", number=call.number, outcome=ErrorCode.BUDGET_EXHAUSTED.value)
             return failure(ErrorCode.BUDGET_EXHAUSTED), None
         call.number += 1
-        yield call.event("attempt_started", number=call.number)
+        # call.event(...), spelled out here and below: two of every call's events
+        call.observers.emit("attempt_started", call.call_id, call.tool, call.effect, _monotonic(),
+                            call.number)
         try:
-            result, attempt = yield RunAttempt(call.entry, call.arguments, call.call_id)
+            result, attempt = yield call  # a RunAttempt
         except WorkerUnavailable:  # no thread for the handler: nothing ran
             log.warning("%s %s: busy, no worker thread could be started", call.call_id, spec.name)
             result, attempt = failure(ErrorCode.BUSY), Attempt(tool=spec.name, call_id=call.call_id)
@@ -498,15 +518,16 @@ class Policy:
             raise
         except BaseException:  # the caller went away mid-attempt: it may have run
             call.attempts += 1
-            yield call.event("attempt_ended", number=call.number,
-                             outcome=ErrorCode.OUTCOME_UNKNOWN.value, handler_ran=True)
+            call.event("attempt_ended", number=call.number,
+                       outcome=ErrorCode.OUTCOME_UNKNOWN.value, handler_ran=True)
             raise
         if attempt.started:
             call.attempts += 1
         else:
             self.budget.refund(spec.effect)
-        yield call.event("attempt_ended", number=call.number, outcome=_outcome(result),
-                         handler_ran=attempt.started, attempt=attempt)
+        call.observers.emit("attempt_ended", call.call_id, call.tool, call.effect, _monotonic(),
+                            call.number, "ok" if result.get("ok") else _outcome(result),
+                            attempt.started, "", "call", None, attempt)
         return result, attempt
 
 
@@ -644,21 +665,21 @@ def invoke(function: Callable[[], Any]) -> Steps[Any]:
 
 
 def _framed(body: Steps[dict[str, Any]], operation: str, call_id: str, tool: str, effect: str,
-            started: float, fallback: Callable[[], dict[str, Any]]) -> Steps[dict[str, Any]]:
+            started: float, observers: Observers) -> Steps[dict[str, Any]]:
     """An approval's operation between its ``call_started`` and ``call_ended`` events; the
-    ending is announced even when the caller is interrupted or cancelled (``call`` frames
-    itself the same way, inline, being the hot path)."""
-    yield CallEvent("call_started", call_id, tool, effect, started, operation=operation)
+    ending is announced even when the caller is interrupted or cancelled (then as ``busy``;
+    ``call`` frames itself the same way, inline, being the hot path)."""
+    observers.emit("call_started", call_id, tool, effect, started, operation=operation)
     try:
         result = yield from body
     except GeneratorExit:
         raise
     except BaseException:
-        yield CallEvent("call_ended", call_id, tool, effect, time.monotonic(),
-                        operation=operation, result=fallback())
+        observers.emit("call_ended", call_id, tool, effect, time.monotonic(),
+                       operation=operation, result=_busy())
         raise
-    yield CallEvent("call_ended", call_id, tool, effect, time.monotonic(),
-                    operation=operation, result=result)
+    observers.emit("call_ended", call_id, tool, effect, time.monotonic(),
+                   operation=operation, result=result)
     return result
 
 
@@ -680,14 +701,14 @@ def _outcome(result: Any) -> str:
 
 
 def _is_unknown(result: Any) -> bool:
-    return isinstance(result, dict) and result.get("error") == ErrorCode.OUTCOME_UNKNOWN.value
+    return isinstance(result, dict) and result.get("error") == _UNKNOWN
 
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-_WRITES = {Effect.REVERSIBLE_WRITE.value, _IRREVERSIBLE}
+_WRITES = {_REVERSIBLE, _IRREVERSIBLE}
 #: The order every result's keys are given in (stored results come back with sorted keys).
 _ORDER = ("ok", "data", "error", "retryable", "detail", "truncated", "original_chars",
           "redactions", "approval_id", "attempts", "replayed")
@@ -696,27 +717,45 @@ _ORDER = ("ok", "data", "error", "retryable", "detail", "truncated", "original_c
 def finish(result: dict[str, Any], attempts: int, replayed: bool, effect: str) -> dict[str, Any]:
     """Stamp ``attempts``/``replayed``; a write whose outcome is unknown is never retryable.
     Keys come in one order: the known ones as in ``_ORDER``, any other after them as given."""
-    if effect in _WRITES and result.get("error") == ErrorCode.OUTCOME_UNKNOWN.value:
+    if effect in _WRITES and result.get("error") == _UNKNOWN:
         result = {**result, "retryable": False}
-    if "attempts" not in result and "replayed" not in result and _in_order(result):
-        out = dict(result)  # the usual case: the boundary's keys, already in order
+    keys = tuple(result)
+    order = _ORDERS.get(keys)
+    if order is None:
+        order = _order(keys)
+    if order is _AS_GIVEN:  # the usual case: the boundary's keys, already in order
+        out = dict(result)
         out["attempts"] = attempts
         out["replayed"] = replayed
         return out
     out = dict(result, attempts=attempts, replayed=replayed)
-    known = [(key, out[key]) for key in _ORDER if key in out]
-    if len(known) == len(out):
-        return dict(known)
-    return dict(known + [(key, value) for key, value in out.items() if key not in _RANK])
+    return {key: out[key] for key in order}
 
 
 _RANK = {key: n for n, key in enumerate(_ORDER)}
+#: ``_order``'s answer: the keys are in order already, ``attempts`` and ``replayed`` go last.
+_AS_GIVEN: tuple[str, ...] = ("(as given)",)
+#: ``_order``'s answers for key sequences of known keys only (so it stays small).
+_ORDERS: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
-def _in_order(result: dict[str, Any]) -> bool:
+def _order(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The order of a finished result's keys, for a result with ``keys``."""
+    if "attempts" not in keys and "replayed" not in keys and _in_order(keys):
+        order = _AS_GIVEN
+    else:
+        present = {*keys, "attempts", "replayed"}
+        order = (*(key for key in _ORDER if key in present),
+                 *(key for key in keys if key not in _RANK))
+    if all(key in _RANK for key in keys):
+        _ORDERS[keys] = order
+    return order
+
+
+def _in_order(keys: tuple[str, ...]) -> bool:
     """Whether every key is a known one and they come in ``_ORDER``'s order."""
     last = -1
-    for key in result:
+    for key in keys:
         rank = _RANK.get(key, -1)
         if rank <= last:
             return False

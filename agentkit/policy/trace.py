@@ -12,9 +12,10 @@ frames alive: it keeps only the attempt's times (:class:`AttemptTimes`).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,8 @@ from agentkit.policy.events import CallEvent
 
 if TYPE_CHECKING:  # pandas is imported only when a frame is asked for
     import pandas
+
+log = logging.getLogger("agentkit")
 
 #: How many records a trace keeps by default (the oldest are dropped first).
 DEFAULT_MAX_RECORDS = 10_000
@@ -104,17 +107,33 @@ class TraceRecord:
         return handle.landed_at if handle.landed_at is not None else handle.finished_at
 
 
-def _record(event: CallEvent, step: str, handler_ran: bool, replayed: bool, started_at: float,
-            handle: AttemptTimes | None) -> TraceRecord:
-    """A :class:`TraceRecord` of one event, made without the frozen dataclass's per-field
-    ``object.__setattr__`` (one is made for every attempt of every call)."""
-    record = object.__new__(TraceRecord)
-    record.__dict__.update(
-        call_id=event.call_id, tool=event.tool, effect=event.effect, step=step,
-        attempt=event.number, outcome=event.outcome, handler_ran=handler_ran, replayed=replayed,
-        started_at=started_at, ended_at=event.at, _handle=handle,
-    )
+#: A stored record: :class:`TraceRecord`'s fields in order, its ``_handle`` an
+#: :class:`AttemptTimes` (an attempt still running when it was recorded), the finished
+#: attempt's ``(started_at, finished_at, landed_at)``, or None. Plain tuples of strings and
+#: numbers: the garbage collector soon stops tracking them, however many a trace keeps.
+Row = tuple[str, str, str, str, int, str, bool, bool, float, float,
+            "AttemptTimes | tuple[float | None, float | None, float | None] | None"]
+
+
+def _record(row: Row) -> TraceRecord:
+    """The :class:`TraceRecord` of a stored row (made when the records are read)."""
+    record = _new_record(TraceRecord)
+    handle = row[10]
+    if type(handle) is tuple:
+        times = _new_record(AttemptTimes)
+        times.started_at, times.finished_at, times.landed_at = handle
+        times._done = None
+        handle = times
+    _set_dict(record, "__dict__", {
+        "call_id": row[0], "tool": row[1], "effect": row[2], "step": row[3], "attempt": row[4],
+        "outcome": row[5], "handler_ran": row[6], "replayed": row[7], "started_at": row[8],
+        "ended_at": row[9], "_handle": handle,
+    })
     return record
+
+
+_set_dict = object.__setattr__
+_new_record = object.__new__
 
 
 class Trace:
@@ -125,7 +144,7 @@ class Trace:
         if max_records is not None and (not isinstance(max_records, int) or max_records < 1):
             raise ValueError("max_records must be an integer >= 1 or None")
         self.max_records = max_records
-        self._records: deque[TraceRecord] = deque(maxlen=max_records)
+        self._records: deque[Row] = deque(maxlen=max_records)
         self._runs: Counter[str] = Counter()
         self._added = 0
         self._lock = threading.Lock()
@@ -133,38 +152,67 @@ class Trace:
         self._open: dict[str, list[Any]] = {}
 
     def observe(self, event: CallEvent) -> None:
-        """The trace as an observer of a runner's events (docs/design.md#events): one record
-        per attempt, status lookup, replay, refusal and approval step, as the tables show."""
-        kind = event.kind
-        if kind == "call_started":
-            self._open[event.call_id] = [event.at, event.at, False]
-            return
-        if kind == "call_ended":
-            self._open.pop(event.call_id, None)
-            return
-        state = self._open.get(event.call_id)
-        if state is None:  # a call this trace did not see start
-            state = self._open[event.call_id] = [event.at, event.at, False]
-        if kind == "attempt_started" or kind == "lookup_started":
-            state[1] = event.at
-            return
-        if kind == "attempt_ended":
-            attempt = event.attempt
-            record = _record(event, "attempt", event.handler_ran, False, state[1],
-                             None if attempt is None else AttemptTimes(attempt))
-        elif kind == "lookup_ended":
-            record = _record(event, "status_lookup", False, False, state[1], None)
-        elif kind in _STEPS and (kind != "approval_settled" or not state[2]):
-            # approval_settled after the approved run is that run's end, recorded already
-            record = _record(event, _STEPS[kind], False, kind == "replay", state[0], None)
-        else:
-            return
-        state[2] = True
-        self.add(record)
+        """The trace as an observer of events (docs/design.md#events): one record per attempt,
+        status lookup, replay, refusal and approval step, as the tables show."""
+        self.note(event.kind, event.call_id, event.tool, event.effect, event.at, event.number,
+                  event.outcome, event.handler_ran, event.approval_id, event.operation,
+                  event.result, event.attempt)
+
+    def note(self, kind: str, call_id: str, tool: str, effect: str, at: float, number: int = 0,
+             outcome: str = "", handler_ran: bool = False, approval_id: str = "",
+             operation: str = "call", result: Mapping[str, Any] | None = None,
+             attempt: Attempt | None = None) -> None:
+        """:meth:`observe` of one event, told as its fields (a runner's first observer: see
+        :class:`~agentkit.policy.events.Observers`). Logs its own failures, never raises."""
+        try:
+            if kind == "call_started":
+                self._open[call_id] = [at, at, False]
+                return
+            if kind == "call_ended":
+                self._open.pop(call_id, None)
+                return
+            state = self._open.get(call_id)
+            if state is None:  # a call this trace did not see start
+                state = self._open[call_id] = [at, at, False]
+            if kind == "attempt_started" or kind == "lookup_started":
+                state[1] = at
+                return
+            if kind == "attempt_ended":
+                if attempt is None:
+                    handle: Any = None
+                elif attempt.done.is_set():  # keep its times, never the attempt itself
+                    handle = (attempt.started_at, attempt.finished_at, attempt.landed_at)
+                else:  # a late attempt: its times are copied when it returns
+                    handle = AttemptTimes(attempt)
+                row: Row = (call_id, tool, effect, "attempt", number, outcome, handler_ran, False,
+                            state[1], at, handle)
+            elif kind == "lookup_ended":
+                row = (call_id, tool, effect, "status_lookup", number, outcome, False, False,
+                       state[1], at, None)
+            elif kind in _STEPS and (kind != "approval_settled" or not state[2]):
+                # approval_settled after the approved run is that run's end, recorded already
+                row = (call_id, tool, effect, _STEPS[kind], number, outcome, False,
+                       kind == "replay", state[0], at, None)
+            else:
+                return
+            state[2] = True
+            with self._lock:  # add(record), inline: one per attempt of every call
+                self._records.append(row)
+                self._added += 1
+                if handler_ran:
+                    self._runs[tool] += 1
+        except Exception:
+            log.exception("%s: the trace failed on %s", call_id, kind)
 
     def add(self, record: TraceRecord) -> None:
+        """Keep ``record`` (as a row: see :data:`Row`)."""
+        handle = record._handle
+        row: Row = (record.call_id, record.tool, record.effect, record.step, record.attempt,
+                    record.outcome, record.handler_ran, record.replayed, record.started_at,
+                    record.ended_at,
+                    AttemptTimes(handle) if isinstance(handle, Attempt) else handle)
         with self._lock:
-            self._records.append(record)
+            self._records.append(row)
             self._added += 1
             if record.handler_ran:
                 self._runs[record.tool] += 1
@@ -177,8 +225,10 @@ class Trace:
 
     @property
     def records(self) -> list[TraceRecord]:
+        """The records kept, oldest first (made from the stored rows on each read)."""
         with self._lock:
-            return list(self._records)
+            rows = list(self._records)
+        return [_record(row) for row in rows]
 
     def __iter__(self) -> Iterator[TraceRecord]:
         return iter(self.records)
