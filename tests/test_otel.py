@@ -733,3 +733,34 @@ def test_an_instrumented_runner_is_not_kept_alive(provider, exporter):
     gc.collect()
     assert gone() is None and handle.runner is None
     handle.uninstrument()  # still safe
+
+
+def test_a_no_op_tracer_provider_adds_no_observer(monkeypatch):
+    """OpenTelemetry's own no-op tracer never records, so instrumenting with it observes
+    nothing: the runner is not asked to build events for it (make bench's 1.1x cost goal)."""
+    told: list[str] = []
+    original = Instrumentation.__call__
+
+    def counting(self, event):
+        told.append(event.kind)
+        return original(self, event)
+
+    monkeypatch.setattr(Instrumentation, "__call__", counting)
+    calls: list[str] = []
+
+    def search(query: str) -> str:
+        calls.append(query)
+        return "found"
+
+    runner = ToolRunner(ToolRegistry([ToolSpec("search", "Search.", "read", 2.0, 1, 200, search)]))
+    handle = instrument(runner, tracer_provider=NoOpTracerProvider())
+    assert handle.off and handle.active
+    assert runner.call("search", {"query": "q"})["ok"]
+    assert asyncio.run(runner.acall("search", {"query": "r"}))["ok"]
+    assert calls == ["q", "r"] and len(runner.trace) == 2 and told == []
+    handle.uninstrument()
+    assert not handle.active
+    recording = instrument(runner, tracer_provider=TracerProvider())  # a recording tracer is told
+    assert not recording.off
+    assert runner.call("search", {"query": "s"})["ok"]
+    assert told == ["call_started", "attempt_started", "attempt_ended", "call_ended"]

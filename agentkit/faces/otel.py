@@ -118,7 +118,9 @@ class _Open:
 class Instrumentation:
     """The handle :func:`instrument` returns: ``uninstrument()`` takes the observer off the
     runner again (spans still open are ended, marked ``agentkit.outcome = "uninstrumented"``).
-    Also a context manager: ``with instrument(runner): ...`` instruments for the block only."""
+    Also a context manager: ``with instrument(runner): ...`` instruments for the block only.
+    ``off`` is True for OpenTelemetry's own no-op tracer, which never records: then nothing is
+    observed at all, so the runner builds no events for it."""
 
     def __init__(self, runner: ToolRunner, tracer: Tracer, record_content: bool) -> None:
         # A weak reference: the runner holds this observer, and one instrumentation per runner
@@ -127,8 +129,8 @@ class Instrumentation:
         self._registry = runner.registry
         self.record_content = record_content
         self._tracer = tracer
-        # OpenTelemetry's own no-op tracer never records: its observer returns at once.
-        self._off = type(tracer) is trace.NoOpTracer
+        # OpenTelemetry's own no-op tracer never records: nothing is observed (see instrument).
+        self.off = type(tracer) is trace.NoOpTracer
         self._open: dict[str, list[_Open]] = {}
         self._lock = threading.Lock()
         # time.monotonic() -> wall-clock nanoseconds, fixed once.
@@ -173,8 +175,6 @@ class Instrumentation:
     # ------------------------------------------------------------------ the observer
 
     def __call__(self, event: CallEvent) -> None:
-        if self._off:
-            return
         handler = _HANDLERS.get(event.kind)
         if handler is not None:
             handler(self, event)
@@ -374,9 +374,14 @@ def instrument(
     if earlier is not None:
         earlier.uninstrument()
     handle = Instrumentation(runner, tracer, record_content)
-    handle._start(runner.add_observer(handle))
+    # OpenTelemetry's own no-op tracer never records: the runner need not build events for it.
+    handle._start(_nothing_to_remove if handle.off else runner.add_observer(handle))
     _CURRENT[runner] = handle
     return handle
+
+
+def _nothing_to_remove() -> None:
+    """The remover of an instrumentation that observes nothing (a no-op tracer)."""
 
 
 def _version() -> str:
