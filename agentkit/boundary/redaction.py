@@ -167,15 +167,25 @@ _WORK_SLACK = 4_096
 
 
 class _Span(NamedTuple):
+    """A secret found by :meth:`Redactor.spans`: replace ``text[start:end]`` with ``replacement``."""
+
     start: int
     end: int
     replacement: str
 
 
+#: A span as the scan itself keeps it: a plain tuple ``(start, end, replacement)``. Hostile
+#: text can hold a secret's value every six characters (160,000 spans in 1 MB); the garbage
+#: collector stops tracking a plain tuple of ints and a str at its first collection, but
+#: tracks every NamedTuple for good, and so many tracked survivors of one call set off a full
+#: collection, which reads the whole heap: a cost that grows with the heap, not with the text.
+_Cut = tuple[int, int, str]
+
+
 # ---------------------------------------------------------------- name/value pairs
 
 
-def _name_value_spans(text: str, lowered: str) -> list[_Span]:
+def _name_value_spans(text: str, lowered: str) -> list[_Cut]:
     """The values of every name that names a secret, sorted and merged as :func:`_merge`
     makes them: a whole run of name characters that contains a secret word or ends in
     "token", then ``=``, ``:`` or ``=>``.
@@ -184,7 +194,7 @@ def _name_value_spans(text: str, lowered: str) -> list[_Span]:
     text without them costs almost nothing; each run is read once, and the scan stops once a
     value reaches the end of the text (everything after it is hidden already).
     """
-    spans: list[_Span] = []
+    spans: list[_Cut] = []
     first = _WORD_SEARCH.search(lowered)
     if first is None:
         return spans
@@ -210,7 +220,7 @@ def _name_value_spans(text: str, lowered: str) -> list[_Span]:
         value_start = pair.end() if opening is None else pair.start(5)
         if scan.work > scan.budget:  # text built to make the scan slow: hide the rest
             if value_start < limit:
-                spans.append(_Span(value_start, limit, REDACTED))
+                spans.append((value_start, limit, REDACTED))
             return spans
         if opening is not None and len(opening) - 1 in _QUOTE_LEVELS:
             # A string, possibly inside one or more JSON strings (the commonest value).
@@ -218,7 +228,7 @@ def _name_value_spans(text: str, lowered: str) -> list[_Span]:
             quoted = pair.group(6)
             end = content + len(quoted) if quoted is not None else scan.string_end(
                 content, len(opening) - 1)
-            span = None if end <= content or text[content:end] == REDACTED else _Span(
+            span = None if end <= content or text[content:end] == REDACTED else (
                 content, end, REDACTED)
         elif close is None:
             colon = sep == ":"
@@ -227,22 +237,23 @@ def _name_value_spans(text: str, lowered: str) -> list[_Span]:
                 span = scan.value(value_start, False, colon)
             else:  # a short bare word, or a short line's rest: no scan needed
                 end = value_start + len(short.rstrip(" \t") if colon else short)
-                span = _Span(value_start, end, REDACTED) if end > value_start else None
+                span = (value_start, end, REDACTED) if end > value_start else None
         else:
             json_form = close[-1] == '"' and text[max(0, start - len(close)):start] == close
             span = scan.value(value_start, json_form, False)
         if span is None:
             continue
-        if spans and span.start < spans[-1].end:  # inside the last value: merged as _merge does
-            last = spans[-1]
-            if span.start <= last.start:
+        span_start, span_end = span[0], span[1]
+        if spans and span_start < spans[-1][1]:  # inside the last value: merged as _merge does
+            last_start, last_end = spans[-1][0], spans[-1][1]
+            if span_start <= last_start:
                 spans.append(span)  # (never seen: values come in order) _merge sorts it out
                 in_order = False
-            elif span.end > last.end:
-                spans[-1] = _Span(last.start, span.end, REDACTED)
+            elif span_end > last_end:
+                spans[-1] = (last_start, span_end, REDACTED)
         else:
             spans.append(span)
-        if span.end >= limit:
+        if span_end >= limit:
             break
     return spans if in_order else _merge(spans)
 
@@ -285,7 +296,7 @@ class _ValueScan:
         self.bare = (-1, -1)  # (start, end) of the last bare value measured
         self.colon = (-1, -1, -1)  # (start, end, end without trailing blanks)
 
-    def value(self, start: int, json_form: bool, colon: bool) -> _Span | None:
+    def value(self, start: int, json_form: bool, colon: bool) -> _Cut | None:
         """The span of the value that starts at ``start``, in whichever form it is written."""
         text = self.text
         if start >= self.limit:
@@ -299,14 +310,14 @@ class _ValueScan:
                 end = self.compound_end(start, depth)
                 if text[start:end] == REDACTED:
                     return None
-            return _Span(start, end, _MARKED[depth] if json_form else REDACTED)
+            return start, end, _MARKED[depth] if json_form else REDACTED
         level = (0 if first == '"' else _quote_level(text, start)) if first in "\\\"" else None
         if level is not None:  # a string, possibly inside one or more JSON strings
             content = start + level + 1
             end = self.string_end(content, level)
             if end <= content or text[content:end] == REDACTED:
                 return None
-            return _Span(content, end, REDACTED)
+            return content, end, REDACTED
         if first == "'":
             content = start + 1
             return _content(text, content, self.single_quoted_end(content))
@@ -320,8 +331,8 @@ class _ValueScan:
         if not value or value == REDACTED or (json_form and value in _JSON_LITERALS):
             return None
         if json_form:
-            return _Span(start, end, _MARKED[_level_before(text, start)])
-        return _Span(start, end, REDACTED)
+            return start, end, _MARKED[_level_before(text, start)]
+        return start, end, REDACTED
 
     def bare_end(self, start: int) -> int:
         """A bare value ends at a blank, a quote or JSON punctuation."""
@@ -478,10 +489,10 @@ def _level_before(text: str, index: int) -> int:
     return run if run in _QUOTE_LEVELS else 0
 
 
-def _content(text: str, start: int, end: int) -> _Span | None:
+def _content(text: str, start: int, end: int) -> _Cut | None:
     if end <= start or text[start:end] == REDACTED:
         return None
-    return _Span(start, end, REDACTED)
+    return start, end, REDACTED
 
 
 # ---------------------------------------------------------------- redactor
@@ -551,21 +562,25 @@ class Redactor:
 
     def redact(self, text: str) -> tuple[str, int]:
         """The whole text with every secret replaced, and how many spans were replaced."""
-        spans = self.spans(text)
+        spans = self._cuts(text)
         pieces: list[str] = []
         position = 0
-        for span in spans:
-            pieces.append(text[position:span.start])
-            pieces.append(span.replacement)
-            position = span.end
+        for start, end, replacement in spans:
+            pieces.append(text[position:start])
+            pieces.append(replacement)
+            position = end
         pieces.append(text[position:])
         return "".join(pieces), len(spans)
 
     def spans(self, text: str) -> list[_Span]:
         """The secrets in ``text``, sorted, overlapping ones merged into one span."""
+        return [_Span(*cut) for cut in self._cuts(text)]
+
+    def _cuts(self, text: str) -> list[_Cut]:
+        """:meth:`spans` as plain tuples (what the scan keeps; see :data:`_Cut`)."""
         if self.finds_nothing(text):
             return []
-        found: list[_Span] = []
+        found: list[_Cut] = []
         lowered = _ascii_lowered(text)
         present = _present_hints(lowered)
         for pattern, hints, has_secret in self._current_rules():
@@ -577,7 +592,7 @@ class Redactor:
                 else:
                     start, end = match.span()
                 if end > start and text[start:end] != REDACTED:
-                    found.append(_Span(start, end, REDACTED))
+                    found.append((start, end, REDACTED))
         pairs = _name_value_spans(text, lowered)
         if not found:
             return pairs  # sorted and merged already
@@ -627,22 +642,22 @@ def _present_hints(lowered: str) -> frozenset[str]:
     return frozenset(hint for hint in _ALL_HINTS if lowered.find(hint, start) != -1)
 
 
-def _merge(spans: list[_Span]) -> list[_Span]:
+def _merge(spans: list[_Cut]) -> list[_Cut]:
     """``spans`` sorted, overlapping ones merged into one."""
     spans.sort(key=_span_order)
-    merged: list[_Span] = []
+    merged: list[_Cut] = []
     for span in spans:
-        if merged and span.start < merged[-1].end:
-            last = merged[-1]
-            if span.end > last.end:  # partly overlapping: one plain marker over both
-                merged[-1] = _Span(last.start, span.end, REDACTED)
+        if merged and span[0] < merged[-1][1]:
+            last_start, last_end, _ = merged[-1]
+            if span[1] > last_end:  # partly overlapping: one plain marker over both
+                merged[-1] = (last_start, span[1], REDACTED)
             continue
         merged.append(span)
     return merged
 
 
-def _span_order(span: _Span) -> tuple[int, int]:
-    return span.start, -span.end
+def _span_order(span: _Cut) -> tuple[int, int]:
+    return span[0], -span[1]
 
 
 # ---------------------------------------------------------------- rendering
@@ -744,13 +759,13 @@ def _redact_and_cut(text: str, max_chars: int, redactor: Redactor) -> tuple[str,
         whole = end >= len(text)
         window = text[:end]
         safe = end if whole else end - LOOKAHEAD_CHARS
-        data, count, full, consumed = _assemble(window, redactor.spans(window), safe, max_chars)
+        data, count, full, consumed = _assemble(window, redactor._cuts(window), safe, max_chars)
         if whole or full or end >= budget:
             return data, count, whole and consumed
         end = min(len(text), budget, max(2 * end, end + LOOKAHEAD_CHARS))
 
 
-def _assemble(window: str, spans: list[_Span], safe: int, limit: int) -> tuple[str, int, bool, bool]:
+def _assemble(window: str, spans: list[_Cut], safe: int, limit: int) -> tuple[str, int, bool, bool]:
     """Build at most ``limit`` characters from ``window[:safe]`` with spans replaced.
 
     Returns ``(data, markers shown, limit reached, all of the window shown)``. A span that
@@ -758,7 +773,7 @@ def _assemble(window: str, spans: list[_Span], safe: int, limit: int) -> tuple[s
     ``safe``); a marker that does not fit in the limit is left out whole.
     """
     if safe >= len(window):  # the whole text: if it fits, no cut to look for
-        size = len(window) + sum([len(s.replacement) - s.end + s.start for s in spans])
+        size = len(window) + sum([len(r) - e + s for s, e, r in spans])
         if size <= limit:
             whole: list[str] = []
             at = 0
@@ -770,21 +785,21 @@ def _assemble(window: str, spans: list[_Span], safe: int, limit: int) -> tuple[s
             return "".join(whole), len(spans), size >= limit, True
     pieces: list[str] = []
     size = count = position = 0
-    for span in spans:
-        if span.start >= safe:
+    for start, end, replacement in spans:
+        if start >= safe:
             break
-        plain = window[position:span.start]
+        plain = window[position:start]
         if size + len(plain) > limit:
             pieces.append(plain[: limit - size])
             return "".join(pieces), count, True, False
         pieces.append(plain)
         size += len(plain)
-        if size + len(span.replacement) > limit:  # the marker does not fit: left out whole
+        if size + len(replacement) > limit:  # the marker does not fit: left out whole
             return "".join(pieces), count, True, False
-        pieces.append(span.replacement)
-        size += len(span.replacement)
+        pieces.append(replacement)
+        size += len(replacement)
         count += 1
-        position = span.end
+        position = end
         if position >= safe:  # nothing after this span is known to be safe yet
             return "".join(pieces), count, size >= limit, position >= len(window)
     plain = window[position:safe]
