@@ -11,6 +11,7 @@ the same hostile texts.
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -205,3 +206,25 @@ def test_a_secret_in_hostile_text_never_shows(case, limit):
 def test_short_and_long_values_are_read_the_same_way(text: str, expected: str) -> None:
     # Short values are read by the name's own pattern, long ones by the scan: same result.
     assert Redactor().redact(text)[0] == expected
+
+
+def test_a_million_characters_of_hostile_text_set_off_no_full_garbage_collection():
+    # 1 MB of 'pwd=\"' holds ~166,000 values. Kept as objects the collector tracks, they set
+    # off a full collection, which reads the whole heap: a cost that grows with the
+    # application's heap, not with the text (the bench saw 1 MB cost 16× 100 KB).
+    assert gc.isenabled()
+    text = _fill('pwd=\\"', 1_000_000)
+    full: list[dict[str, int]] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            full.append(info)
+
+    gc.collect()
+    gc.callbacks.append(seen)
+    try:
+        result = shape_output(text, 10**9, Redactor())
+    finally:
+        gc.callbacks.remove(seen)
+    assert result["redactions"] == len(text) // 6 and "pwd=\\" not in result["data"][8:]
+    assert full == []
