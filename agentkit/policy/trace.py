@@ -201,12 +201,16 @@ class Trace:
                 else:
                     return
             state[2] = True
-            with self._lock:  # add(record), inline: one per attempt of every call
+            lock = self._lock  # add(record), inline: one per attempt of every call
+            lock.acquire()  # (no ``with``: its __enter__/__exit__ calls cost as much again)
+            try:
                 self._records.append(row)
                 self._added += 1
                 if handler_ran:
                     runs = self._runs
                     runs[tool] = runs.get(tool, 0) + 1
+            finally:
+                lock.release()
         except Exception:
             log.exception("%s: the trace failed on %s", call_id, kind)
 
