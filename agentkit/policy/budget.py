@@ -45,7 +45,9 @@ class Budget:
         """Take one unit for ``effect``; False (nothing taken) when a cap is reached."""
         if effect.__class__ is not Effect:  # the runner passes the member: no enum lookup
             effect = Effect(effect)
-        with self._lock:
+        lock = self._lock  # (no ``with``: its __enter__/__exit__ calls cost as much again)
+        lock.acquire()
+        try:
             if self.max_attempts is not None and self._used >= self.max_attempts:
                 return False
             cap = self.max_per_effect.get(effect)
@@ -54,6 +56,8 @@ class Budget:
             self._used += 1
             self._used_by[effect] += 1
             return True
+        finally:
+            lock.release()
 
     def can_spend(self, effect: Effect | str = Effect.READ) -> bool:
         """Whether a unit for ``effect`` is left now (nothing is taken): the runner asks before

@@ -29,12 +29,14 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentkit.boundary.concurrency import (
+    Attempt,
     WorkerUnavailable,
     arun_limited,
+    run_here,
     run_limited,
     run_on_worker,
 )
-from agentkit.boundary.invoke import aexecute, execute
+from agentkit.boundary.invoke import aexecute, conclude, execute, renderer, renders_large
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.policy.effects import (
     PROTECT,
@@ -169,9 +171,20 @@ class AsyncDriver:
                 if protected and not in_own_task:
                     return await _shielded(self.drive(steps, effect, True, in_own_task=True))
             try:
-                if isinstance(effect, RunAttempt):  # the hot path: one coroutine frame less
-                    value = await aexecute(self.registry, effect.entry, effect.arguments,
-                                           effect.call_id)
+                if isinstance(effect, RunAttempt):
+                    # aexecute(...), its common case spelled out (as ainvoke_tool does): a
+                    # coroutine handler with a free slot runs right here, no frame between
+                    entry, call_id = effect.entry, effect.call_id
+                    spec, slot = entry.spec, entry.slot
+                    attempt = Attempt(spec.name, call_id)
+                    if entry.coroutine and (slot is None or slot.acquire(blocking=False)):
+                        status = await run_here(spec.handler, effect.arguments, attempt,
+                                                spec.timeout_seconds, slot,
+                                                renderer(self.registry, spec, call_id),
+                                                renders_large)
+                        value = conclude(entry, attempt, status, call_id), attempt
+                    else:
+                        value = await aexecute(self.registry, entry, effect.arguments, call_id)
                 else:
                     value = await self.perform(effect)
             except BaseException as exc:  # delivered into the step that asked

@@ -155,6 +155,16 @@ class Policy:
         """
         started = _monotonic()
         entry, checked, refusal = preflight(self.registry, name, arguments, self.context, call_id)
+        if refusal is None:
+            assert entry is not None and checked is not None
+            if entry.spec.effect is Effect.READ:  # every read's path: its steps in one generator
+                return self._read(Call(call_id, entry, checked, self.observers), started)
+        return self._call(name, entry, checked, refusal, call_id, started)
+
+    def _call(self, name: Any, entry: RegisteredTool | None, checked: dict[str, Any] | None,
+              refusal: dict[str, Any] | None, call_id: str,
+              started: float) -> Steps[dict[str, Any]]:
+        """A write's call, or a refusal's, between its ``call_started`` and ``call_ended``."""
         tool = entry.spec.name if entry is not None else safe_name(name)
         effect: str = entry.spec.effect._value_ if entry is not None else ""
         observers = self.observers
@@ -168,10 +178,7 @@ class Policy:
             else:
                 assert entry is not None and checked is not None
                 call = Call(call_id, entry, checked, observers)
-                if effect == _READ:
-                    result = yield from self._read(call)
-                else:
-                    result = yield from self._write(call)
+                result = yield from self._write(call)
         except GeneratorExit:
             raise
         except Exception:
@@ -273,15 +280,56 @@ class Policy:
 
     # ------------------------------------------------------------------ reads
 
-    def _read(self, call: Call) -> Steps[dict[str, Any]]:
-        result: dict[str, Any] = {}
-        for number in range(1, call.spec.max_attempts + 1):
-            if number > 1:
-                yield Pause(self.backoff.delay(number - 1))
-            result, attempt = yield from self._attempt(call)
-            if attempt is None or result["ok"] or result["error"] not in _READ_RETRY:
-                break
-        return finish(result, call.attempts, False, _READ)
+    def _read(self, call: Call, started: float) -> Steps[dict[str, Any]]:
+        """A read's call: asked again after a transient failure, a timeout or ``busy``, up to
+        ``max_attempts`` attempts in all, with backoff. Its framing (as :meth:`_call`'s) and
+        each attempt (as :meth:`_attempt`'s) are written out here, in one generator: this is
+        the path of every read, and a nested step costs a generator per level."""
+        observers, call_id, tool, effect = call.observers, call.call_id, call.tool, call.effect
+        observers.emit("call_started", call_id, tool, effect, started)
+        try:
+            spec, budget = call.spec, self.budget
+            result: dict[str, Any] = {}
+            for number in range(1, spec.max_attempts + 1):
+                if number > 1:
+                    yield Pause(self.backoff.delay(number - 1))
+                if not budget.spend(spec.effect):
+                    result = _budget_refusal(call)
+                    break
+                call.number = number
+                observers.emit("attempt_started", call_id, tool, effect, _monotonic(), number)
+                try:
+                    result, attempt = yield call  # a RunAttempt
+                except WorkerUnavailable:  # no thread for the handler: nothing ran
+                    result, attempt = _no_worker(call)
+                except GeneratorExit:
+                    raise
+                except BaseException:  # the caller went away mid-attempt: it may have run
+                    _interrupted(call)
+                    raise
+                if attempt.started:
+                    call.attempts += 1
+                else:
+                    budget.refund(spec.effect)
+                ok = result["ok"]
+                observers.emit("attempt_ended", call_id, tool, effect, _monotonic(), number,
+                               "ok" if ok else _outcome(result), attempt.started, "", "call",
+                               None, attempt)
+                if ok or result["error"] not in _READ_RETRY:
+                    break
+            result = finish(result, call.attempts, False, _READ)
+        except GeneratorExit:
+            raise
+        except Exception:
+            log.exception("%s %s: the runner failed", call_id, tool)
+            result = runner_failed(call)
+        except BaseException:  # the caller went away (an interrupt, a cancelled task)
+            observers.emit("call_ended", call_id, tool, effect, time.monotonic(),
+                           result=runner_failed(call))
+            raise
+        observers.emit("call_ended", call_id, tool, effect, _monotonic(), 0, "", False, "", "call",
+                       result)
+        return result
 
     # ------------------------------------------------------------------ reversible writes
 
@@ -500,11 +548,11 @@ class Policy:
     # ------------------------------------------------------------------ one attempt
 
     def _attempt(self, call: Call) -> Steps[tuple[dict[str, Any], Attempt | None]]:
-        """One handler attempt through the boundary, paid for from the budget."""
+        """One handler attempt through the boundary, paid for from the budget (a read's
+        attempts are written out in :meth:`_read`, the same steps)."""
         spec = call.spec
         if not self.budget.spend(spec.effect):
-            call.event("refused", number=call.number, outcome=ErrorCode.BUDGET_EXHAUSTED.value)
-            return failure(ErrorCode.BUDGET_EXHAUSTED), None
+            return _budget_refusal(call), None
         call.number += 1
         # call.event(...), spelled out here and below: two of every call's events
         call.observers.emit("attempt_started", call.call_id, call.tool, call.effect, _monotonic(),
@@ -512,14 +560,11 @@ class Policy:
         try:
             result, attempt = yield call  # a RunAttempt
         except WorkerUnavailable:  # no thread for the handler: nothing ran
-            log.warning("%s %s: busy, no worker thread could be started", call.call_id, spec.name)
-            result, attempt = failure(ErrorCode.BUSY), Attempt(tool=spec.name, call_id=call.call_id)
+            result, attempt = _no_worker(call)
         except GeneratorExit:
             raise
         except BaseException:  # the caller went away mid-attempt: it may have run
-            call.attempts += 1
-            call.event("attempt_ended", number=call.number,
-                       outcome=ErrorCode.OUTCOME_UNKNOWN.value, handler_ran=True)
+            _interrupted(call)
             raise
         if attempt.started:
             call.attempts += 1
@@ -529,6 +574,25 @@ class Policy:
                             call.number, "ok" if result.get("ok") else _outcome(result),
                             attempt.started, "", "call", None, attempt)
         return result, attempt
+
+
+def _budget_refusal(call: Call) -> dict[str, Any]:
+    """The budget has no unit left for ``call``'s next attempt: nothing runs."""
+    call.event("refused", number=call.number, outcome=ErrorCode.BUDGET_EXHAUSTED.value)
+    return failure(ErrorCode.BUDGET_EXHAUSTED)
+
+
+def _no_worker(call: Call) -> tuple[dict[str, Any], Attempt]:
+    """No thread could be started for the handler: ``busy``, and nothing ran."""
+    log.warning("%s %s: busy, no worker thread could be started", call.call_id, call.tool)
+    return failure(ErrorCode.BUSY), Attempt(tool=call.tool, call_id=call.call_id)
+
+
+def _interrupted(call: Call) -> None:
+    """The caller went away mid-attempt: the handler may have run."""
+    call.attempts += 1
+    call.event("attempt_ended", number=call.number, outcome=ErrorCode.OUTCOME_UNKNOWN.value,
+               handler_ran=True)
 
 
 # ---------------------------------------------------------------------- run once per key

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -145,7 +145,7 @@ class Trace:
             raise ValueError("max_records must be an integer >= 1 or None")
         self.max_records = max_records
         self._records: deque[Row] = deque(maxlen=max_records)
-        self._runs: Counter[str] = Counter()
+        self._runs: dict[str, int] = {}  # handler runs per tool, ever
         self._added = 0
         self._lock = threading.Lock()
         # call_id -> [call started, step started, anything recorded]: calls in progress
@@ -165,19 +165,11 @@ class Trace:
         """:meth:`observe` of one event, told as its fields (a runner's first observer: see
         :class:`~agentkit.policy.events.Observers`). Logs its own failures, never raises."""
         try:
-            if kind == "call_started":
-                self._open[call_id] = [at, at, False]
-                return
-            if kind == "call_ended":
-                self._open.pop(call_id, None)
-                return
-            state = self._open.get(call_id)
-            if state is None:  # a call this trace did not see start
-                state = self._open[call_id] = [at, at, False]
-            if kind == "attempt_started" or kind == "lookup_started":
-                state[1] = at
-                return
+            # The four events of every call first, the one that records first of them.
             if kind == "attempt_ended":
+                state = self._open.get(call_id)
+                if state is None:  # a call this trace did not see start
+                    state = self._open[call_id] = [at, at, False]
                 if attempt is None:
                     handle: Any = None
                 elif attempt.done.is_set():  # keep its times, never the attempt itself
@@ -186,21 +178,39 @@ class Trace:
                     handle = AttemptTimes(attempt)
                 row: Row = (call_id, tool, effect, "attempt", number, outcome, handler_ran, False,
                             state[1], at, handle)
-            elif kind == "lookup_ended":
-                row = (call_id, tool, effect, "status_lookup", number, outcome, False, False,
-                       state[1], at, None)
-            elif kind in _STEPS and (kind != "approval_settled" or not state[2]):
-                # approval_settled after the approved run is that run's end, recorded already
-                row = (call_id, tool, effect, _STEPS[kind], number, outcome, False,
-                       kind == "replay", state[0], at, None)
-            else:
+            elif kind == "call_started":
+                self._open[call_id] = [at, at, False]
                 return
+            elif kind == "call_ended":
+                self._open.pop(call_id, None)
+                return
+            else:
+                state = self._open.get(call_id)
+                if state is None:  # a call this trace did not see start
+                    state = self._open[call_id] = [at, at, False]
+                if kind == "attempt_started" or kind == "lookup_started":
+                    state[1] = at
+                    return
+                if kind == "lookup_ended":
+                    row = (call_id, tool, effect, "status_lookup", number, outcome, False, False,
+                           state[1], at, None)
+                elif kind in _STEPS and (kind != "approval_settled" or not state[2]):
+                    # approval_settled after the approved run is that run's end, recorded already
+                    row = (call_id, tool, effect, _STEPS[kind], number, outcome, False,
+                           kind == "replay", state[0], at, None)
+                else:
+                    return
             state[2] = True
-            with self._lock:  # add(record), inline: one per attempt of every call
+            lock = self._lock  # add(record), inline: one per attempt of every call
+            lock.acquire()  # (no ``with``: its __enter__/__exit__ calls cost as much again)
+            try:
                 self._records.append(row)
                 self._added += 1
                 if handler_ran:
-                    self._runs[tool] += 1
+                    runs = self._runs
+                    runs[tool] = runs.get(tool, 0) + 1
+            finally:
+                lock.release()
         except Exception:
             log.exception("%s: the trace failed on %s", call_id, kind)
 
@@ -215,7 +225,7 @@ class Trace:
             self._records.append(row)
             self._added += 1
             if record.handler_ran:
-                self._runs[record.tool] += 1
+                self._runs[record.tool] = self._runs.get(record.tool, 0) + 1
 
     @property
     def dropped(self) -> int:
