@@ -343,13 +343,13 @@ def test_a_large_output_is_rendered_off_the_loop_and_the_loop_keeps_ticking() ->
     registry = ToolRegistry([ToolSpec("big", "Big.", "read", WAIT, 1, 200_000, big)])
     render_threads: list[str] = []
     redactor = registry.redactor
-    spans = redactor.spans
+    cuts = redactor._cuts  # the scan that rendering runs (shape_output calls it per window)
 
     def spying(window: str) -> Any:
         render_threads.append(threading.current_thread().name)
-        return spans(window)
+        return cuts(window)
 
-    redactor.spans = spying  # type: ignore[method-assign,assignment]
+    redactor._cuts = spying  # type: ignore[method-assign,assignment]
     expected = invoke_tool(registry, "big", {"n": 100_000})
     render_threads.clear()
 
