@@ -563,14 +563,7 @@ class Redactor:
     def redact(self, text: str) -> tuple[str, int]:
         """The whole text with every secret replaced, and how many spans were replaced."""
         spans = self._cuts(text)
-        pieces: list[str] = []
-        position = 0
-        for start, end, replacement in spans:
-            pieces.append(text[position:start])
-            pieces.append(replacement)
-            position = end
-        pieces.append(text[position:])
-        return "".join(pieces), len(spans)
+        return _splice(text, spans), len(spans)
 
     def spans(self, text: str) -> list[_Span]:
         """The secrets in ``text``, sorted, overlapping ones merged into one span."""
@@ -765,6 +758,18 @@ def _redact_and_cut(text: str, max_chars: int, redactor: Redactor) -> tuple[str,
         end = min(len(text), budget, max(2 * end, end + LOOKAHEAD_CHARS))
 
 
+def _splice(text: str, spans: list[_Cut]) -> str:
+    """``text`` with each (sorted, disjoint) span replaced by its replacement."""
+    pieces: list[str] = []
+    position = 0
+    for start, end, replacement in spans:
+        pieces.append(text[position:start])
+        pieces.append(replacement)
+        position = end
+    pieces.append(text[position:])
+    return "".join(pieces)
+
+
 def _assemble(window: str, spans: list[_Cut], safe: int, limit: int) -> tuple[str, int, bool, bool]:
     """Build at most ``limit`` characters from ``window[:safe]`` with spans replaced.
 
@@ -775,14 +780,7 @@ def _assemble(window: str, spans: list[_Cut], safe: int, limit: int) -> tuple[st
     if safe >= len(window):  # the whole text: if it fits, no cut to look for
         size = len(window) + sum([len(r) - e + s for s, e, r in spans])
         if size <= limit:
-            whole: list[str] = []
-            at = 0
-            for start, end, replacement in spans:
-                whole.append(window[at:start])
-                whole.append(replacement)
-                at = end
-            whole.append(window[at:])
-            return "".join(whole), len(spans), size >= limit, True
+            return _splice(window, spans), len(spans), size >= limit, True
     pieces: list[str] = []
     size = count = position = 0
     for start, end, replacement in spans:
