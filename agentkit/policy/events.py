@@ -17,6 +17,12 @@ person is ``approval_settled``.
 
 An observer that raises is logged on the ``agentkit`` logger and ignored: no observer can
 change a result.
+
+The runner's first observer, its :class:`~agentkit.policy.trace.Trace`, is told each event's
+fields as arguments, and with them ``since``: when the step this event ends began (the
+attempt's or lookup's ``*_started``, else the call's ``call_started``). The trace records a
+step when it ends, so it needs no start event; with no observer added, the hottest path (a
+read) tells it only ``attempt_ended`` (:attr:`Observers.live` says whether anyone else listens).
 """
 
 from __future__ import annotations
@@ -93,13 +99,14 @@ Observer = Callable[[CallEvent], None]
 
 class Emit(Protocol):
     """How the policy tells its observers one event: the :class:`CallEvent`'s fields, in its
-    order (the event itself is made only if an observer takes events)."""
+    order (the event itself is made only if an observer takes events), then ``since``, when
+    the step this event ends began (None: at ``at``); only the first observer is told it."""
 
     def __call__(self, kind: str, call_id: str, tool: str, effect: str, at: float,
                  number: int = 0, outcome: str = "", handler_ran: bool = False,
                  approval_id: str = "", operation: str = "call",
                  result: Mapping[str, Any] | None = None,
-                 attempt: Attempt | None = None) -> None: ...
+                 attempt: Attempt | None = None, since: float | None = None) -> None: ...
 
 
 class Observers:
@@ -110,13 +117,19 @@ class Observers:
     :class:`CallEvent`, made once per event and only when there is one to hand it to. Adding
     and removing swap an immutable tuple and the :attr:`emit` made for it, so emitting (on the
     hot path, from many threads) takes no lock, and with no observer but ``first`` it is
-    ``first`` itself."""
+    ``first`` itself.
 
-    __slots__ = ("_all", "_first", "emit")
+    :attr:`live` is True while an observer has been added: only then does an event that
+    starts something (``call_started``, ``attempt_started``, ``lookup_started``), or
+    ``call_ended``, matter to anyone, the first observer recording steps as they end (with
+    ``since``). The policy's hottest path leaves those events untold when it is False."""
+
+    __slots__ = ("_all", "_first", "emit", "live")
 
     def __init__(self, first: Emit | None = None) -> None:
         self._first = first
         self._all: tuple[Observer, ...] = ()
+        self.live = False
         self.emit: Emit = self._emitter()
 
     def add(self, observer: Observer) -> Callable[[], None]:
@@ -125,10 +138,12 @@ class Observers:
             raise TypeError("an observer must be callable with one CallEvent")
         self._all = (*self._all, observer)
         self.emit = self._emitter()
+        self.live = True
 
         def remove() -> None:
             self._all = tuple(o for o in self._all if o is not observer)
             self.emit = self._emitter()
+            self.live = bool(self._all)
 
         return remove
 
@@ -140,10 +155,10 @@ class Observers:
         def emit(kind: str, call_id: str, tool: str, effect: str, at: float, number: int = 0,
                  outcome: str = "", handler_ran: bool = False, approval_id: str = "",
                  operation: str = "call", result: Mapping[str, Any] | None = None,
-                 attempt: Attempt | None = None) -> None:
+                 attempt: Attempt | None = None, since: float | None = None) -> None:
             if first is not None:
                 first(kind, call_id, tool, effect, at, number, outcome, handler_ran, approval_id,
-                      operation, result, attempt)
+                      operation, result, attempt, since)
             # CallEvent(...), its __init__ spelled out: no type call and no frame per event
             event = _new(CallEvent)
             _set_kind(event, kind)
@@ -170,5 +185,5 @@ class Observers:
 def _nobody(kind: str, call_id: str, tool: str, effect: str, at: float, number: int = 0,
             outcome: str = "", handler_ran: bool = False, approval_id: str = "",
             operation: str = "call", result: Mapping[str, Any] | None = None,
-            attempt: Attempt | None = None) -> None:
+            attempt: Attempt | None = None, since: float | None = None) -> None:
     """The emit of a runner nobody observes."""

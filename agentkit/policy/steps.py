@@ -106,11 +106,13 @@ class Call(RunAttempt):
     also the effect that asks for one attempt of itself (``yield call``)."""
 
     __slots__ = ("attempts", "effect", "fingerprint", "key", "number", "observers", "spec",
-                 "tool")
+                 "started", "tool")
 
     def __init__(self, call_id: str, entry: RegisteredTool, arguments: dict[str, Any],
-                 observers: Observers, key: str = "", fingerprint: str = "") -> None:
+                 observers: Observers, started: float, key: str = "",
+                 fingerprint: str = "") -> None:
         self.call_id = call_id
+        self.started = started  # when the call (or the approval's operation) began
         self.entry = entry
         self.arguments = arguments
         self.observers = observers
@@ -124,10 +126,14 @@ class Call(RunAttempt):
         self.attempts = 0  # handler attempts that really started
 
     def event(self, kind: str, number: int = 0, outcome: str = "", handler_ran: bool = False,
-              attempt: Attempt | None = None, approval_id: str = "") -> None:
-        """Tell the observers, at once (on the caller's thread or task: steps run there)."""
-        self.observers.emit(kind, self.call_id, self.tool, self.effect, _monotonic(), number,
-                            outcome, handler_ran, approval_id, "call", None, attempt)
+              attempt: Attempt | None = None, approval_id: str = "",
+              since: float | None = None, at: float | None = None) -> None:
+        """Tell the observers, at once (on the caller's thread or task: steps run there).
+        ``since``: when the step this event ends began (by default, when the call did)."""
+        self.observers.emit(kind, self.call_id, self.tool, self.effect,
+                            _monotonic() if at is None else at, number, outcome, handler_ran,
+                            approval_id, "call", None, attempt,
+                            self.started if since is None else since)
 
 
 class Policy:
@@ -158,7 +164,7 @@ class Policy:
         if refusal is None:
             assert entry is not None and checked is not None
             if entry.spec.effect is Effect.READ:  # every read's path: its steps in one generator
-                return self._read(Call(call_id, entry, checked, self.observers), started)
+                return self._read(Call(call_id, entry, checked, self.observers, started))
         return self._call(name, entry, checked, refusal, call_id, started)
 
     def _call(self, name: Any, entry: RegisteredTool | None, checked: dict[str, Any] | None,
@@ -168,16 +174,18 @@ class Policy:
         tool = entry.spec.name if entry is not None else safe_name(name)
         effect: str = entry.spec.effect._value_ if entry is not None else ""
         observers = self.observers
-        observers.emit("call_started", call_id, tool, effect, started)
+        live = observers.live  # else only the trace listens: it records steps as they end
+        if live:
+            observers.emit("call_started", call_id, tool, effect, started)
         call: Call | None = None
         try:
             if refusal is not None:
                 observers.emit("refused", call_id, tool, effect, time.monotonic(),
-                               outcome=refusal["error"])
+                               outcome=refusal["error"], since=started)
                 result = finish(refusal, 0, False, effect)
             else:
                 assert entry is not None and checked is not None
-                call = Call(call_id, entry, checked, observers)
+                call = Call(call_id, entry, checked, observers, started)
                 result = yield from self._write(call)
         except GeneratorExit:
             raise
@@ -185,11 +193,13 @@ class Policy:
             log.exception("%s %s: the runner failed", call_id, tool)
             result = runner_failed(call)
         except BaseException:  # the caller went away (an interrupt, a cancelled task)
-            observers.emit("call_ended", call_id, tool, effect, time.monotonic(),
-                           result=runner_failed(call))
+            if live:
+                observers.emit("call_ended", call_id, tool, effect, time.monotonic(),
+                               result=runner_failed(call))
             raise
-        observers.emit("call_ended", call_id, tool, effect, _monotonic(), 0, "", False, "", "call",
-                       result)
+        if live:
+            observers.emit("call_ended", call_id, tool, effect, _monotonic(), 0, "", False, "",
+                           "call", result)
         return result
 
     def _write(self, call: Call) -> Steps[dict[str, Any]]:
@@ -221,9 +231,9 @@ class Policy:
         prepared: list[Call] = []
         try:
             step = yield from self.approvals.begin(
-                approval_id, lambda record: self._prepare(call_id, record, prepared))
+                approval_id, lambda record: self._prepare(call_id, record, prepared, started))
             if step.action != RUN:
-                return self._answer_approval(call_id, approval_id, step)
+                return self._answer_approval(call_id, approval_id, step, started)
             assert step.record is not None and prepared
             call, record = prepared[-1], step.record
             result = yield from self._run_approved(call, record)
@@ -247,10 +257,10 @@ class Policy:
         started = time.monotonic()
         yield PROTECT
         tool, effect = yield from self._named(approval_id)
-        body = self._deny(approval_id, call_id)
+        body = self._deny(approval_id, call_id, started)
         return (yield from _framed(body, "deny", call_id, tool, effect, started, self.observers))
 
-    def _deny(self, approval_id: Any, call_id: str) -> Steps[dict[str, Any]]:
+    def _deny(self, approval_id: Any, call_id: str, started: float) -> Steps[dict[str, Any]]:
         denied = finish(failure(ErrorCode.FORBIDDEN), 0, False, _IRREVERSIBLE)
         try:
             step = yield from self.approvals.deny(approval_id, denied)
@@ -259,20 +269,21 @@ class Policy:
             return _busy()
         if step.action == DENIED:
             assert step.record is not None
-            self._tell("approval_settled", call_id, step.record["tool"], _IRREVERSIBLE,
+            self._tell("approval_settled", call_id, step.record["tool"], _IRREVERSIBLE, started,
                        approval_id=step.record["approval_id"], outcome=ErrorCode.FORBIDDEN.value)
             return dict(denied)
         if step.action == REPLAY:
             assert step.record is not None and step.result is not None
-            return self._replay_settled(call_id, step.record["tool"], step.result)
+            return self._replay_settled(call_id, step.record["tool"], step.result, started)
         assert step.result is not None
         return finish(step.result, 0, False, _IRREVERSIBLE)
 
-    def _tell(self, kind: str, call_id: str, tool: str, effect: str, *, outcome: str,
-              approval_id: str = "") -> None:
-        """Tell the observers an event of a step that has no :class:`Call`."""
+    def _tell(self, kind: str, call_id: str, tool: str, effect: str, started: float, *,
+              outcome: str, approval_id: str = "") -> None:
+        """Tell the observers an event of a step that has no :class:`Call` (of the operation
+        that began at ``started``)."""
         self.observers.emit(kind, call_id, tool, effect, time.monotonic(),
-                            outcome=outcome, approval_id=approval_id)
+                            outcome=outcome, approval_id=approval_id, since=started)
 
     def pending(self) -> Steps[list[dict[str, Any]]]:
         """What a person is shown of every approval still waiting in the store."""
@@ -280,13 +291,15 @@ class Policy:
 
     # ------------------------------------------------------------------ reads
 
-    def _read(self, call: Call, started: float) -> Steps[dict[str, Any]]:
+    def _read(self, call: Call) -> Steps[dict[str, Any]]:
         """A read's call: asked again after a transient failure, a timeout or ``busy``, up to
         ``max_attempts`` attempts in all, with backoff. Its framing (as :meth:`_call`'s) and
         each attempt (as :meth:`_attempt`'s) are written out here, in one generator: this is
         the path of every read, and a nested step costs a generator per level."""
         observers, call_id, tool, effect = call.observers, call.call_id, call.tool, call.effect
-        observers.emit("call_started", call_id, tool, effect, started)
+        live = observers.live  # else only the trace listens, and it needs no start event
+        if live:
+            observers.emit("call_started", call_id, tool, effect, call.started)
         try:
             spec, budget = call.spec, self.budget
             result: dict[str, Any] = {}
@@ -297,7 +310,9 @@ class Policy:
                     result = _budget_refusal(call)
                     break
                 call.number = number
-                observers.emit("attempt_started", call_id, tool, effect, _monotonic(), number)
+                began = _monotonic()
+                if live:
+                    observers.emit("attempt_started", call_id, tool, effect, began, number)
                 try:
                     result, attempt = yield call  # a RunAttempt
                 except WorkerUnavailable:  # no thread for the handler: nothing ran
@@ -305,7 +320,7 @@ class Policy:
                 except GeneratorExit:
                     raise
                 except BaseException:  # the caller went away mid-attempt: it may have run
-                    _interrupted(call)
+                    _interrupted(call, began)
                     raise
                 if attempt.started:
                     call.attempts += 1
@@ -314,21 +329,26 @@ class Policy:
                 ok = result["ok"]
                 observers.emit("attempt_ended", call_id, tool, effect, _monotonic(), number,
                                "ok" if ok else _outcome(result), attempt.started, "", "call",
-                               None, attempt)
+                               None, attempt, began)
                 if ok or result["error"] not in _READ_RETRY:
                     break
-            result = finish(result, call.attempts, False, _READ)
+            # finish(result, ...), in place: every result here is a fresh dict of the
+            # boundary's, its keys already in finish's order (tests/test_result_order.py)
+            result["attempts"] = call.attempts
+            result["replayed"] = False
         except GeneratorExit:
             raise
         except Exception:
             log.exception("%s %s: the runner failed", call_id, tool)
             result = runner_failed(call)
         except BaseException:  # the caller went away (an interrupt, a cancelled task)
-            observers.emit("call_ended", call_id, tool, effect, time.monotonic(),
-                           result=runner_failed(call))
+            if live:
+                observers.emit("call_ended", call_id, tool, effect, time.monotonic(),
+                               result=runner_failed(call))
             raise
-        observers.emit("call_ended", call_id, tool, effect, _monotonic(), 0, "", False, "", "call",
-                       result)
+        if live:
+            observers.emit("call_ended", call_id, tool, effect, _monotonic(), 0, "", False, "",
+                           "call", result)
         return result
 
     # ------------------------------------------------------------------ reversible writes
@@ -408,9 +428,10 @@ class Policy:
         """Ask the tool whether the write took effect: ``done`` (with the receipt as an ok
         result), ``not_done`` or ``unknown``. Spends one budget unit."""
         spec = call.spec
-        call.event("lookup_started", number=call.number)
+        began = _monotonic()
+        call.event("lookup_started", number=call.number, at=began)
         if not self.budget.spend(spec.effect):
-            call.event("lookup_ended", number=call.number, outcome="budget_exhausted")
+            call.event("lookup_ended", number=call.number, outcome="budget_exhausted", since=began)
             return "unknown", None
         lookup = spec.status_lookup
         assert lookup is not None
@@ -435,7 +456,7 @@ class Policy:
         else:
             outcome = "done"
             receipt = dict(probe.value)  # rendered inside the lookup, like a handler's value
-        call.event("lookup_ended", number=call.number, outcome=outcome)
+        call.event("lookup_ended", number=call.number, outcome=outcome, since=began)
         return outcome, receipt
 
     def _recoverer(self, call: Call) -> Callable[[], Steps[Result | None]] | None:
@@ -477,7 +498,8 @@ class Policy:
             call.event("refused", outcome=ErrorCode.IDEMPOTENCY_CONFLICT.value)
             return finish(failure(ErrorCode.IDEMPOTENCY_CONFLICT), 0, False, _IRREVERSIBLE)
         if record["state"] == SETTLED:
-            return self._replay_settled(call.call_id, spec.name, settled_result(record))
+            return self._replay_settled(call.call_id, spec.name, settled_result(record),
+                                        call.started)
         if record["state"] == RUNNING:
             return finish(failure(ErrorCode.IN_PROGRESS), 0, False, _IRREVERSIBLE)
         call.event("approval_asked", approval_id=record["approval_id"],
@@ -495,8 +517,8 @@ class Policy:
             return safe_name(approval_id), ""
         return str(record.get("tool", "")), _IRREVERSIBLE
 
-    def _prepare(self, call_id: str, record: dict[str, Any],
-                 prepared: list[Call]) -> tuple[dict[str, Any] | None, float]:
+    def _prepare(self, call_id: str, record: dict[str, Any], prepared: list[Call],
+                 started: float) -> tuple[dict[str, Any] | None, float]:
         """Check an approved call again before it runs (the tool or the caller's rights may
         have changed since it was asked for): a refusal, or None and the run's lease."""
         entry, checked, refusal = preflight(
@@ -505,7 +527,8 @@ class Policy:
         if refusal is not None:
             return refusal, 0.0
         assert entry is not None and checked is not None
-        call = Call(call_id, entry, checked, self.observers, record["key"], record["fingerprint"])
+        call = Call(call_id, entry, checked, self.observers, started, record["key"],
+                    record["fingerprint"])
         prepared.append(call)
         return None, self._lease(call)
 
@@ -526,23 +549,25 @@ class Policy:
         result = yield from self._write_attempts(call, mine)
         return result if result["ok"] else {**result, "retryable": False}
 
-    def _answer_approval(self, call_id: str, approval_id: Any, step: Step) -> dict[str, Any]:
+    def _answer_approval(self, call_id: str, approval_id: Any, step: Step,
+                         started: float) -> dict[str, Any]:
         """Announce an approval decision that ran nothing."""
         assert step.result is not None
         tool = step.record["tool"] if step.record else safe_name(approval_id)
         if step.action == REPLAY:
-            return self._replay_settled(call_id, tool, step.result)
+            return self._replay_settled(call_id, tool, step.result, started)
         code = step.result.get("error", "")
         if step.action == REFUSED:
-            self._tell("refused", call_id, tool, _IRREVERSIBLE, outcome=code)
+            self._tell("refused", call_id, tool, _IRREVERSIBLE, started, outcome=code)
         elif code != ErrorCode.IN_PROGRESS.value:  # unknown, expired: the answer is final
             effect = _IRREVERSIBLE if step.record else ""
-            self._tell("approval_settled", call_id, tool, effect,
+            self._tell("approval_settled", call_id, tool, effect, started,
                        approval_id=safe_name(approval_id), outcome=code)
         return finish(step.result, 0, False, _IRREVERSIBLE)
 
-    def _replay_settled(self, call_id: str, tool: str, result: dict[str, Any]) -> dict[str, Any]:
-        self._tell("replay", call_id, tool, _IRREVERSIBLE, outcome=_outcome(result))
+    def _replay_settled(self, call_id: str, tool: str, result: dict[str, Any],
+                        started: float) -> dict[str, Any]:
+        self._tell("replay", call_id, tool, _IRREVERSIBLE, started, outcome=_outcome(result))
         return finish(result, 0, True, _IRREVERSIBLE)
 
     # ------------------------------------------------------------------ one attempt
@@ -554,9 +579,12 @@ class Policy:
         if not self.budget.spend(spec.effect):
             return _budget_refusal(call), None
         call.number += 1
+        began = _monotonic()
+        observers = call.observers
         # call.event(...), spelled out here and below: two of every call's events
-        call.observers.emit("attempt_started", call.call_id, call.tool, call.effect, _monotonic(),
-                            call.number)
+        if observers.live:  # (the trace needs no start event: see Observers.live)
+            observers.emit("attempt_started", call.call_id, call.tool, call.effect, began,
+                           call.number)
         try:
             result, attempt = yield call  # a RunAttempt
         except WorkerUnavailable:  # no thread for the handler: nothing ran
@@ -564,15 +592,15 @@ class Policy:
         except GeneratorExit:
             raise
         except BaseException:  # the caller went away mid-attempt: it may have run
-            _interrupted(call)
+            _interrupted(call, began)
             raise
         if attempt.started:
             call.attempts += 1
         else:
             self.budget.refund(spec.effect)
-        call.observers.emit("attempt_ended", call.call_id, call.tool, call.effect, _monotonic(),
-                            call.number, "ok" if result.get("ok") else _outcome(result),
-                            attempt.started, "", "call", None, attempt)
+        observers.emit("attempt_ended", call.call_id, call.tool, call.effect, _monotonic(),
+                       call.number, "ok" if result.get("ok") else _outcome(result),
+                       attempt.started, "", "call", None, attempt, began)
         return result, attempt
 
 
@@ -588,11 +616,11 @@ def _no_worker(call: Call) -> tuple[dict[str, Any], Attempt]:
     return failure(ErrorCode.BUSY), Attempt(tool=call.tool, call_id=call.call_id)
 
 
-def _interrupted(call: Call) -> None:
-    """The caller went away mid-attempt: the handler may have run."""
+def _interrupted(call: Call, began: float) -> None:
+    """The caller went away mid-attempt (begun at ``began``): the handler may have run."""
     call.attempts += 1
     call.event("attempt_ended", number=call.number, outcome=ErrorCode.OUTCOME_UNKNOWN.value,
-               handler_ran=True)
+               handler_ran=True, since=began)
 
 
 # ---------------------------------------------------------------------- run once per key

@@ -138,81 +138,104 @@ _new_record = object.__new__
 
 class Trace:
     """Thread-safe, bounded list of :class:`TraceRecord`; times are ``time.monotonic()``
-    values. Keeps the last ``max_records`` records (None: all of them, for a short demo)."""
+    values. Keeps the last ``max_records`` records (None: all of them, for a short demo).
+
+    Adding a record takes no lock: a row is appended to a deque (one atomic step), and the
+    rows past the bound are let go in batches, under the lock that readers take, once up to
+    ``max_records // 8`` (at least 64) extra rows have come in. Readers see the last
+    ``max_records`` rows; :meth:`call_counts` counts the handler runs of every row ever added.
+    """
 
     def __init__(self, max_records: int | None = DEFAULT_MAX_RECORDS) -> None:
         if max_records is not None and (not isinstance(max_records, int) or max_records < 1):
             raise ValueError("max_records must be an integer >= 1 or None")
         self.max_records = max_records
-        self._records: deque[Row] = deque(maxlen=max_records)
-        self._runs: dict[str, int] = {}  # handler runs per tool, ever
-        self._added = 0
-        self._lock = threading.Lock()
-        # call_id -> [call started, step started, anything recorded]: calls in progress
-        self._open: dict[str, list[Any]] = {}
+        self._records: deque[Row] = deque()
+        # how many rows may be held before the oldest past the bound are let go
+        self._high = None if max_records is None else max_records + max(64, max_records // 8)
+        self._lock = threading.Lock()  # letting rows go, and reading them: never to add one
+        self._dropped = 0  # rows let go
+        self._dropped_runs: dict[str, int] = {}  # handler runs per tool in the rows let go
+        # approve operations in progress -> whether a step of theirs has been recorded
+        self._approving: dict[str, bool] = {}
+        # call_id -> [call started, step started]: for events given to observe() only
+        self._open: dict[str, list[float]] = {}
 
     def observe(self, event: CallEvent) -> None:
         """The trace as an observer of events (docs/design.md#events): one record per attempt,
-        status lookup, replay, refusal and approval step, as the tables show."""
-        self.note(event.kind, event.call_id, event.tool, event.effect, event.at, event.number,
-                  event.outcome, event.handler_ran, event.approval_id, event.operation,
-                  event.result, event.attempt)
+        status lookup, replay, refusal and approval step, as the tables show. (A runner's own
+        trace is told each event's fields instead, with when its step began: :meth:`note`.)"""
+        kind, call_id, at = event.kind, event.call_id, event.at
+        since: float | None = None
+        if kind == "call_started":
+            self._open[call_id] = [at, at]
+        elif kind == "call_ended":
+            self._open.pop(call_id, None)
+        else:
+            state = self._open.get(call_id)
+            if state is not None:
+                if kind == "attempt_started" or kind == "lookup_started":
+                    state[1] = at
+                since = state[1] if kind == "attempt_ended" or kind == "lookup_ended" else state[0]
+        self.note(kind, call_id, event.tool, event.effect, at, event.number, event.outcome,
+                  event.handler_ran, event.approval_id, event.operation, event.result,
+                  event.attempt, since)
 
     def note(self, kind: str, call_id: str, tool: str, effect: str, at: float, number: int = 0,
              outcome: str = "", handler_ran: bool = False, approval_id: str = "",
              operation: str = "call", result: Mapping[str, Any] | None = None,
-             attempt: Attempt | None = None) -> None:
-        """:meth:`observe` of one event, told as its fields (a runner's first observer: see
-        :class:`~agentkit.policy.events.Observers`). Logs its own failures, never raises."""
+             attempt: Attempt | None = None, since: float | None = None) -> None:
+        """:meth:`observe` of one event, told as its fields and ``since``, when the step it
+        ends began (a runner's first observer: see :class:`~agentkit.policy.events.Observers`).
+        A step is recorded when it ends, so events that start one are not needed here. Logs
+        its own failures, never raises."""
         try:
-            # The four events of every call first, the one that records first of them.
-            if kind == "attempt_ended":
-                state = self._open.get(call_id)
-                if state is None:  # a call this trace did not see start
-                    state = self._open[call_id] = [at, at, False]
+            if kind == "attempt_ended":  # every call's one event here, first
                 if attempt is None:
                     handle: Any = None
-                elif attempt.done.is_set():  # keep its times, never the attempt itself
+                elif attempt.finished_at is not None:  # it has returned: keep its times only
                     handle = (attempt.started_at, attempt.finished_at, attempt.landed_at)
                 else:  # a late attempt: its times are copied when it returns
                     handle = AttemptTimes(attempt)
                 row: Row = (call_id, tool, effect, "attempt", number, outcome, handler_ran, False,
-                            state[1], at, handle)
-            elif kind == "call_started":
-                self._open[call_id] = [at, at, False]
-                return
-            elif kind == "call_ended":
-                self._open.pop(call_id, None)
-                return
+                            at if since is None else since, at, handle)
+            elif kind == "lookup_ended":
+                row = (call_id, tool, effect, "status_lookup", number, outcome, False, False,
+                       at if since is None else since, at, None)
+            elif kind in _STEPS:
+                if kind == "approval_settled" and self._approving.get(call_id):
+                    return  # after the approved run it is that run's end, recorded already
+                row = (call_id, tool, effect, _STEPS[kind], number, outcome, False,
+                       kind == "replay", at if since is None else since, at, None)
             else:
-                state = self._open.get(call_id)
-                if state is None:  # a call this trace did not see start
-                    state = self._open[call_id] = [at, at, False]
-                if kind == "attempt_started" or kind == "lookup_started":
-                    state[1] = at
-                    return
-                if kind == "lookup_ended":
-                    row = (call_id, tool, effect, "status_lookup", number, outcome, False, False,
-                           state[1], at, None)
-                elif kind in _STEPS and (kind != "approval_settled" or not state[2]):
-                    # approval_settled after the approved run is that run's end, recorded already
-                    row = (call_id, tool, effect, _STEPS[kind], number, outcome, False,
-                           kind == "replay", state[0], at, None)
-                else:
-                    return
-            state[2] = True
-            lock = self._lock  # add(record), inline: one per attempt of every call
-            lock.acquire()  # (no ``with``: its __enter__/__exit__ calls cost as much again)
-            try:
-                self._records.append(row)
-                self._added += 1
-                if handler_ran:
-                    runs = self._runs
-                    runs[tool] = runs.get(tool, 0) + 1
-            finally:
-                lock.release()
+                if operation == "approve":  # its approval_settled may repeat its run's end
+                    if kind == "call_started":
+                        self._approving[call_id] = False
+                    elif kind == "call_ended":
+                        self._approving.pop(call_id, None)
+                return
+            approving = self._approving
+            if approving and call_id in approving:
+                approving[call_id] = True
+            rows = self._records
+            rows.append(row)
+            if self._high is not None and len(rows) > self._high:
+                self._let_go()
         except Exception:
             log.exception("%s: the trace failed on %s", call_id, kind)
+
+    def _let_go(self) -> None:
+        """Let the oldest rows past the bound go, counting their handler runs."""
+        assert self.max_records is not None
+        with self._lock:
+            rows, runs = self._records, self._dropped_runs
+            over = len(rows) - self.max_records
+            for _ in range(over):
+                row = rows.popleft()
+                if row[6]:
+                    runs[row[1]] = runs.get(row[1], 0) + 1
+            if over > 0:
+                self._dropped += over
 
     def add(self, record: TraceRecord) -> None:
         """Keep ``record`` (as a row: see :data:`Row`)."""
@@ -221,36 +244,52 @@ class Trace:
                     record.outcome, record.handler_ran, record.replayed, record.started_at,
                     record.ended_at,
                     AttemptTimes(handle) if isinstance(handle, Attempt) else handle)
+        rows = self._records
+        rows.append(row)
+        if self._high is not None and len(rows) > self._high:
+            self._let_go()
+
+    def _rows(self) -> tuple[list[Row], int, dict[str, int]]:
+        """Every row held, how many were let go, and their handler runs per tool."""
         with self._lock:
-            self._records.append(row)
-            self._added += 1
-            if record.handler_ran:
-                self._runs[record.tool] = self._runs.get(record.tool, 0) + 1
+            while True:
+                try:  # one step under the GIL; where threads truly run at once, try again
+                    rows = list(self._records)
+                except RuntimeError:  # appended to while it was copied
+                    continue
+                return rows, self._dropped, dict(self._dropped_runs)
 
     @property
     def dropped(self) -> int:
         """How many of the oldest records were let go to keep the trace bounded."""
-        with self._lock:
-            return self._added - len(self._records)
+        rows, dropped, _ = self._rows()
+        return dropped + self._over(len(rows))
+
+    def _over(self, held: int) -> int:
+        """How many of ``held`` rows are past the bound (let go from view, not yet from memory)."""
+        return 0 if self.max_records is None else max(0, held - self.max_records)
 
     @property
     def records(self) -> list[TraceRecord]:
         """The records kept, oldest first (made from the stored rows on each read)."""
-        with self._lock:
-            rows = list(self._records)
-        return [_record(row) for row in rows]
+        rows, _, _ = self._rows()
+        return [_record(row) for row in rows[self._over(len(rows)):]]
 
     def __iter__(self) -> Iterator[TraceRecord]:
         return iter(self.records)
 
     def __len__(self) -> int:
-        return len(self._records)
+        held = len(self._records)
+        return held - self._over(held)
 
     def call_counts(self) -> dict[str, int]:
         """Handler runs per tool: the number a failure table must be honest about. Counts
         every run ever traced, also those whose records were dropped to bound the trace."""
-        with self._lock:
-            return dict(sorted(self._runs.items()))
+        rows, _, runs = self._rows()
+        for row in rows:
+            if row[6]:
+                runs[row[1]] = runs.get(row[1], 0) + 1
+        return dict(sorted(runs.items()))
 
     def to_frame(self, *, durations: bool = False) -> pandas.DataFrame:
         """A pandas DataFrame, one row per record, in the order the steps happened."""
