@@ -139,9 +139,9 @@ class AsyncDriver:
         self.asleep = asleep
 
     async def run(self, steps: Steps[T]) -> T:
-        return await self.drive(steps, None, False, in_own_task=False)
+        return await self.drive(steps, None, False, False)
 
-    async def drive(self, steps: Steps[T], pending: Any, protected: bool, *,
+    async def drive(self, steps: Steps[T], pending: Any, protected: bool,
                     in_own_task: bool) -> T:
         """Perform ``steps`` from their next effect (or ``pending``, already asked for);
         ``protected``: the policy has asked for :data:`~agentkit.policy.effects.PROTECT`."""
@@ -157,11 +157,29 @@ class AsyncDriver:
                 except StopIteration as stop:
                     return stop.value  # type: ignore[no-any-return]
                 value = error = None
-                kind = type(effect)
+                if isinstance(effect, RunAttempt) and (not protected or in_own_task):
+                    # every call's effect first: aexecute(...), its common case spelled out
+                    # (as ainvoke_tool does): a coroutine handler with a free slot runs right
+                    # here, no frame between
+                    try:
+                        entry, call_id = effect.entry, effect.call_id
+                        spec, slot = entry.spec, entry.slot
+                        attempt = Attempt(spec.name, call_id)
+                        if entry.coroutine and (slot is None or slot.acquire(blocking=False)):
+                            status = await run_here(spec.handler, effect.arguments, attempt,
+                                                    spec.timeout_seconds, slot,
+                                                    renderer(self.registry, spec, call_id),
+                                                    renders_large)
+                            value = conclude(entry, attempt, status, call_id), attempt
+                        else:
+                            value = await aexecute(self.registry, entry, effect.arguments, call_id)
+                    except BaseException as exc:  # delivered into the step that asked
+                        error = exc
+                    continue
                 if effect is PROTECT:
                     protected = True
                     continue
-                if (kind is StoreStep and not getattr(store, "blocking", True)
+                if (type(effect) is StoreStep and not getattr(store, "blocking", True)
                         and not hasattr(store, "a" + effect.name)):
                     try:  # never blocks: no await, so no cancellation can land in between
                         value = getattr(store, effect.name)(*effect.args, **effect.kwargs)
@@ -169,24 +187,9 @@ class AsyncDriver:
                         error = exc
                     continue
                 if protected and not in_own_task:
-                    return await _shielded(self.drive(steps, effect, True, in_own_task=True))
+                    return await _shielded(self.drive(steps, effect, True, True))
             try:
-                if isinstance(effect, RunAttempt):
-                    # aexecute(...), its common case spelled out (as ainvoke_tool does): a
-                    # coroutine handler with a free slot runs right here, no frame between
-                    entry, call_id = effect.entry, effect.call_id
-                    spec, slot = entry.spec, entry.slot
-                    attempt = Attempt(spec.name, call_id)
-                    if entry.coroutine and (slot is None or slot.acquire(blocking=False)):
-                        status = await run_here(spec.handler, effect.arguments, attempt,
-                                                spec.timeout_seconds, slot,
-                                                renderer(self.registry, spec, call_id),
-                                                renders_large)
-                        value = conclude(entry, attempt, status, call_id), attempt
-                    else:
-                        value = await aexecute(self.registry, entry, effect.arguments, call_id)
-                else:
-                    value = await self.perform(effect)
+                value = await self.perform(effect)
             except BaseException as exc:  # delivered into the step that asked
                 error = exc
 

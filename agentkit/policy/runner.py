@@ -139,7 +139,7 @@ class ToolRunner:
         call_id = call_id if isinstance(call_id, str) and call_id else new_call_id()
         # the driver's loop itself, awaited here (one coroutine frame less than ``run``)
         return await self._async.drive(self._policy.call(name, arguments, call_id), None, False,
-                                       in_own_task=False)
+                                       False)
 
     async def aapprove(self, approval_id: Any) -> dict[str, Any]:
         """:meth:`approve` for async hosts (see :meth:`acall`)."""

@@ -99,6 +99,7 @@ _READ = Effect.READ.value
 _REVERSIBLE = Effect.REVERSIBLE_WRITE.value
 _UNKNOWN = ErrorCode.OUTCOME_UNKNOWN.value
 _monotonic = time.monotonic
+_READ_EFFECT = Effect.READ
 
 
 class Call(RunAttempt):
@@ -158,14 +159,75 @@ class Policy:
         A bug anywhere below (a hostile argument object, a misbehaving policy or store) is
         logged and answered as a stable error: ``tool_failure`` when nothing ran,
         ``outcome_unknown`` (not retryable) when a handler attempt had started.
+
+        A read is asked again after a transient failure, a timeout or ``busy``, up to
+        ``max_attempts`` attempts in all, with backoff. Its steps are written out right here
+        (its framing as :meth:`_call`'s, each attempt as :meth:`_attempt`'s): this is the
+        path of every read, and a nested step costs a generator per level.
         """
         started = _monotonic()
         entry, checked, refusal = preflight(self.registry, name, arguments, self.context, call_id)
-        if refusal is None:
-            assert entry is not None and checked is not None
-            if entry.spec.effect is Effect.READ:  # every read's path: its steps in one generator
-                return self._read(Call(call_id, entry, checked, self.observers, started))
-        return self._call(name, entry, checked, refusal, call_id, started)
+        if refusal is not None or entry is None or entry.spec.effect is not _READ_EFFECT:
+            return (yield from self._call(name, entry, checked, refusal, call_id, started))
+        assert checked is not None
+        observers = self.observers
+        call = Call(call_id, entry, checked, observers, started)
+        tool, effect = call.tool, call.effect
+        live = observers.live  # else only the trace listens, and it needs no start event
+        if live:
+            observers.emit("call_started", call_id, tool, effect, call.started)
+        try:
+            spec, budget = call.spec, self.budget
+            result: dict[str, Any] = {}
+            number, max_attempts = 0, spec.max_attempts
+            while number < max_attempts:  # (a range() costs more than this whole test)
+                number += 1
+                if number > 1:
+                    yield Pause(self.backoff.delay(number - 1))
+                if not budget.spend(spec.effect):
+                    result = _budget_refusal(call)
+                    break
+                call.number = number
+                began = _monotonic()
+                if live:
+                    observers.emit("attempt_started", call_id, tool, effect, began, number)
+                try:
+                    result, attempt = yield call  # a RunAttempt
+                except WorkerUnavailable:  # no thread for the handler: nothing ran
+                    result, attempt = _no_worker(call)
+                except GeneratorExit:
+                    raise
+                except BaseException:  # the caller went away mid-attempt: it may have run
+                    _interrupted(call, began)
+                    raise
+                if attempt.started:
+                    call.attempts += 1
+                else:
+                    budget.refund(spec.effect)
+                ok = result["ok"]
+                observers.emit("attempt_ended", call_id, tool, effect, _monotonic(), number,
+                               "ok" if ok else _outcome(result), attempt.started, "", "call",
+                               None, attempt, began)
+                if ok or result["error"] not in _READ_RETRY:
+                    break
+            # finish(result, ...), in place: every result here is a fresh dict of the
+            # boundary's, its keys already in finish's order (tests/test_result_order.py)
+            result["attempts"] = call.attempts
+            result["replayed"] = False
+        except GeneratorExit:
+            raise
+        except Exception:
+            log.exception("%s %s: the runner failed", call_id, tool)
+            result = runner_failed(call)
+        except BaseException:  # the caller went away (an interrupt, a cancelled task)
+            if live:
+                observers.emit("call_ended", call_id, tool, effect, time.monotonic(),
+                               result=runner_failed(call))
+            raise
+        if live:
+            observers.emit("call_ended", call_id, tool, effect, _monotonic(), 0, "", False, "",
+                           "call", result)
+        return result
 
     def _call(self, name: Any, entry: RegisteredTool | None, checked: dict[str, Any] | None,
               refusal: dict[str, Any] | None, call_id: str,
@@ -290,66 +352,6 @@ class Policy:
         return [public_view(record) for record in (yield from self.approvals.pending())]
 
     # ------------------------------------------------------------------ reads
-
-    def _read(self, call: Call) -> Steps[dict[str, Any]]:
-        """A read's call: asked again after a transient failure, a timeout or ``busy``, up to
-        ``max_attempts`` attempts in all, with backoff. Its framing (as :meth:`_call`'s) and
-        each attempt (as :meth:`_attempt`'s) are written out here, in one generator: this is
-        the path of every read, and a nested step costs a generator per level."""
-        observers, call_id, tool, effect = call.observers, call.call_id, call.tool, call.effect
-        live = observers.live  # else only the trace listens, and it needs no start event
-        if live:
-            observers.emit("call_started", call_id, tool, effect, call.started)
-        try:
-            spec, budget = call.spec, self.budget
-            result: dict[str, Any] = {}
-            for number in range(1, spec.max_attempts + 1):
-                if number > 1:
-                    yield Pause(self.backoff.delay(number - 1))
-                if not budget.spend(spec.effect):
-                    result = _budget_refusal(call)
-                    break
-                call.number = number
-                began = _monotonic()
-                if live:
-                    observers.emit("attempt_started", call_id, tool, effect, began, number)
-                try:
-                    result, attempt = yield call  # a RunAttempt
-                except WorkerUnavailable:  # no thread for the handler: nothing ran
-                    result, attempt = _no_worker(call)
-                except GeneratorExit:
-                    raise
-                except BaseException:  # the caller went away mid-attempt: it may have run
-                    _interrupted(call, began)
-                    raise
-                if attempt.started:
-                    call.attempts += 1
-                else:
-                    budget.refund(spec.effect)
-                ok = result["ok"]
-                observers.emit("attempt_ended", call_id, tool, effect, _monotonic(), number,
-                               "ok" if ok else _outcome(result), attempt.started, "", "call",
-                               None, attempt, began)
-                if ok or result["error"] not in _READ_RETRY:
-                    break
-            # finish(result, ...), in place: every result here is a fresh dict of the
-            # boundary's, its keys already in finish's order (tests/test_result_order.py)
-            result["attempts"] = call.attempts
-            result["replayed"] = False
-        except GeneratorExit:
-            raise
-        except Exception:
-            log.exception("%s %s: the runner failed", call_id, tool)
-            result = runner_failed(call)
-        except BaseException:  # the caller went away (an interrupt, a cancelled task)
-            if live:
-                observers.emit("call_ended", call_id, tool, effect, time.monotonic(),
-                               result=runner_failed(call))
-            raise
-        if live:
-            observers.emit("call_ended", call_id, tool, effect, _monotonic(), 0, "", False, "",
-                           "call", result)
-        return result
 
     # ------------------------------------------------------------------ reversible writes
 

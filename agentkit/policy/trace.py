@@ -13,10 +13,12 @@ frames alive: it keeps only the attempt's times (:class:`AttemptTimes`).
 from __future__ import annotations
 
 import logging
+import sys
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from agentkit.boundary.concurrency import Attempt, DoneFlag
@@ -64,6 +66,8 @@ class AttemptTimes:
         """Set once the attempt has really returned (for tests that wait for a late one)."""
         return self._done if self._done is not None else _SET
 
+_TOOL, _RAN = itemgetter(1), itemgetter(6)  # a row's tool, and whether its handler ran
+
 #: The record's ``step`` for each event that is one step on its own.
 _STEPS = {"replay": "replay", "refused": "refused", "approval_asked": "approval",
           "approval_settled": "approval"}
@@ -87,7 +91,9 @@ class TraceRecord:
     replayed: bool
     started_at: float
     ended_at: float
-    _handle: AttemptTimes | Attempt | None = field(default=None, repr=False, compare=False)
+    # when a finished attempt landed (a float), the times of a late one, or None: no attempt
+    _handle: AttemptTimes | Attempt | float | None = field(default=None, repr=False,
+                                                          compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self._handle, Attempt):  # keep its times, never the attempt itself
@@ -102,32 +108,28 @@ class TraceRecord:
         """When the write took effect: the moment the handler marked (``mark_landed``), else
         when it really returned, which after a timeout is later than ``ended_at``."""
         handle = self._handle
-        if handle is None:
-            return None
+        if handle is None or type(handle) is float:
+            return handle
+        assert not isinstance(handle, (Attempt, float))
         return handle.landed_at if handle.landed_at is not None else handle.finished_at
 
 
 #: A stored record: :class:`TraceRecord`'s fields in order, its ``_handle`` an
-#: :class:`AttemptTimes` (an attempt still running when it was recorded), the finished
-#: attempt's ``(started_at, finished_at, landed_at)``, or None. Plain tuples of strings and
-#: numbers: the garbage collector soon stops tracking them, however many a trace keeps.
+#: :class:`AttemptTimes` (an attempt still running when it was recorded), when the finished
+#: attempt landed (its ``landed_at``, else its ``finished_at``), or None. Plain tuples of
+#: strings and numbers, as few objects as a row can be: the garbage collector soon stops
+#: tracking them, and each one a trace lets go is one more to free.
 Row = tuple[str, str, str, str, int, str, bool, bool, float, float,
-            "AttemptTimes | tuple[float | None, float | None, float | None] | None"]
+            "AttemptTimes | float | None"]
 
 
 def _record(row: Row) -> TraceRecord:
     """The :class:`TraceRecord` of a stored row (made when the records are read)."""
     record = _new_record(TraceRecord)
-    handle = row[10]
-    if type(handle) is tuple:
-        times = _new_record(AttemptTimes)
-        times.started_at, times.finished_at, times.landed_at = handle
-        times._done = None
-        handle = times
     _set_dict(record, "__dict__", {
         "call_id": row[0], "tool": row[1], "effect": row[2], "step": row[3], "attempt": row[4],
         "outcome": row[5], "handler_ran": row[6], "replayed": row[7], "started_at": row[8],
-        "ended_at": row[9], "_handle": handle,
+        "ended_at": row[9], "_handle": row[10],
     })
     return record
 
@@ -152,10 +154,10 @@ class Trace:
         self.max_records = max_records
         self._records: deque[Row] = deque()
         # how many rows may be held before the oldest past the bound are let go
-        self._high = None if max_records is None else max_records + max(64, max_records // 8)
+        self._high = sys.maxsize if max_records is None else max_records + max(64, max_records // 8)
         self._lock = threading.Lock()  # letting rows go, and reading them: never to add one
         self._dropped = 0  # rows let go
-        self._dropped_runs: dict[str, int] = {}  # handler runs per tool in the rows let go
+        self._dropped_runs: Counter[str] = Counter()  # handler runs per tool in the rows let go
         # approve operations in progress -> whether a step of theirs has been recorded
         self._approving: dict[str, bool] = {}
         # call_id -> [call started, step started]: for events given to observe() only
@@ -193,8 +195,10 @@ class Trace:
             if kind == "attempt_ended":  # every call's one event here, first
                 if attempt is None:
                     handle: Any = None
-                elif attempt.finished_at is not None:  # it has returned: keep its times only
-                    handle = (attempt.started_at, attempt.finished_at, attempt.landed_at)
+                elif attempt.finished_at is not None:  # it has returned: keep one time only
+                    handle = attempt.landed_at
+                    if handle is None:
+                        handle = attempt.finished_at
                 else:  # a late attempt: its times are copied when it returns
                     handle = AttemptTimes(attempt)
                 row: Row = (call_id, tool, effect, "attempt", number, outcome, handler_ran, False,
@@ -219,7 +223,7 @@ class Trace:
                 approving[call_id] = True
             rows = self._records
             rows.append(row)
-            if self._high is not None and len(rows) > self._high:
+            if len(rows) > self._high:
                 self._let_go()
         except Exception:
             log.exception("%s: the trace failed on %s", call_id, kind)
@@ -228,14 +232,13 @@ class Trace:
         """Let the oldest rows past the bound go, counting their handler runs."""
         assert self.max_records is not None
         with self._lock:
-            rows, runs = self._records, self._dropped_runs
+            rows = self._records
             over = len(rows) - self.max_records
-            for _ in range(over):
-                row = rows.popleft()
-                if row[6]:
-                    runs[row[1]] = runs.get(row[1], 0) + 1
             if over > 0:
+                pop = rows.popleft
+                gone = [pop() for _ in range(over)]
                 self._dropped += over
+                self._dropped_runs.update(map(_TOOL, filter(_RAN, gone)))  # counted in C
 
     def add(self, record: TraceRecord) -> None:
         """Keep ``record`` (as a row: see :data:`Row`)."""
@@ -246,7 +249,7 @@ class Trace:
                     AttemptTimes(handle) if isinstance(handle, Attempt) else handle)
         rows = self._records
         rows.append(row)
-        if self._high is not None and len(rows) > self._high:
+        if len(rows) > self._high:
             self._let_go()
 
     def _rows(self) -> tuple[list[Row], int, dict[str, int]]:
