@@ -100,6 +100,7 @@ _REVERSIBLE = Effect.REVERSIBLE_WRITE.value
 _UNKNOWN = ErrorCode.OUTCOME_UNKNOWN.value
 _monotonic = time.monotonic
 _READ_EFFECT = Effect.READ
+_new = object.__new__
 
 
 class Call(RunAttempt):
@@ -170,14 +171,25 @@ class Policy:
         if refusal is not None or entry is None or entry.spec.effect is not _READ_EFFECT:
             return (yield from self._call(name, entry, checked, refusal, call_id, started))
         assert checked is not None
-        observers = self.observers
-        call = Call(call_id, entry, checked, observers, started)
-        tool, effect = call.tool, call.effect
+        observers, spec = self.observers, entry.spec
+        # Call(call_id, entry, checked, observers, started), its __init__ spelled out: every
+        # read makes one, and this saves it a frame
+        call = _new(Call)
+        call.call_id = call_id
+        call.entry = entry
+        call.arguments = checked
+        call.observers = observers
+        call.started = started
+        call.spec = spec
+        call.tool = tool = spec.name
+        call.effect = effect = spec.effect._value_
+        call.key = call.fingerprint = ""
+        call.number = call.attempts = 0
         live = observers.live  # else only the trace listens, and it needs no start event
         if live:
             observers.emit("call_started", call_id, tool, effect, call.started)
         try:
-            spec, budget = call.spec, self.budget
+            budget = self.budget
             result: dict[str, Any] = {}
             number, max_attempts = 0, spec.max_attempts
             while number < max_attempts:  # (a range() costs more than this whole test)
