@@ -200,7 +200,9 @@ class Policy:
                     result = _budget_refusal(call)
                     break
                 call.number = number
-                began = _monotonic()
+                # the first attempt began with the call: its checks are the attempt's own first
+                # stages (as invoke_tool's pipeline counts them); a retry begins after its pause
+                began = started if number == 1 else _monotonic()
                 if live:
                     observers.emit("attempt_started", call_id, tool, effect, began, number)
                 try:
@@ -217,7 +219,12 @@ class Policy:
                 else:
                     budget.refund(spec.effect)
                 ok = result["ok"]
-                observers.emit("attempt_ended", call_id, tool, effect, _monotonic(), number,
+                # it ended when its handler returned (the boundary's own time), unless the
+                # caller stopped waiting first or nothing ran: then now
+                ended = attempt.finished_at
+                if ended is None or attempt.timed_out:
+                    ended = _monotonic()
+                observers.emit("attempt_ended", call_id, tool, effect, ended, number,
                                "ok" if ok else _outcome(result), attempt.started, "", "call",
                                None, attempt, began)
                 if ok or result["error"] not in _READ_RETRY:
@@ -612,7 +619,10 @@ class Policy:
             call.attempts += 1
         else:
             self.budget.refund(spec.effect)
-        observers.emit("attempt_ended", call.call_id, call.tool, call.effect, _monotonic(),
+        ended = attempt.finished_at  # (as a read's attempt: see Policy.call)
+        if ended is None or attempt.timed_out:
+            ended = _monotonic()
+        observers.emit("attempt_ended", call.call_id, call.tool, call.effect, ended,
                        call.number, "ok" if result.get("ok") else _outcome(result),
                        attempt.started, "", "call", None, attempt, began)
         return result, attempt
