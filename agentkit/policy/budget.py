@@ -6,18 +6,18 @@ Every handler attempt and every status lookup spends one unit; refusals that run
 when it turned out nothing ran, so two threads can never both take the last unit.
 
 A budget with no cap (the default) only counts: it has nothing to check before a unit is
-taken, so a unit is taken without a lock, by one step that no other thread can split
-(``next`` of an :func:`itertools.count`). A capped budget checks and counts under its lock.
+taken, so a unit is taken without a lock, by one step that no other thread can split (a
+:class:`~agentkit.policy.tally.Tally`). A capped budget checks and counts under its lock.
 """
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Mapping
 from types import MappingProxyType
 
 from agentkit.boundary.spec import Effect
+from agentkit.policy.tally import Tally
 
 
 class Budget:
@@ -39,12 +39,8 @@ class Budget:
             {Effect(k): int(v) for k, v in (max_per_effect or {}).items()})
         self._used = 0  # units taken (and not given back) under the lock
         self._used_by: dict[Effect, int] = {e: 0 for e in Effect}  # the same, per effect
-        # Units of an uncapped budget: taken and given back without the lock. Each counter is
-        # read by taking one more value from it (a count has no other way to be read), so the
-        # reads taken so far are subtracted (see _tally).
-        self._taken = itertools.count()
-        self._given_back = itertools.count()
-        self._reads = 0
+        # the units of an uncapped budget, taken and given back without the lock
+        self._taken, self._given_back = Tally(), Tally()
         self._max_attempts: int | None = None
         self._capped = False
         self.max_attempts = max_attempts
@@ -82,7 +78,7 @@ class Budget:
     def spend(self, effect: Effect | str = Effect.READ) -> bool:
         """Take one unit for ``effect``; False (nothing taken) when a cap is reached."""
         if not self._capped:  # nothing to check: count, in one step no thread can split
-            next(self._taken)
+            self._taken.add()
             return True
         if effect.__class__ is not Effect:  # the runner passes the member: no enum lookup
             effect = Effect(effect)
@@ -104,7 +100,7 @@ class Budget:
     def refund(self, effect: Effect | str = Effect.READ) -> None:
         """Give back a unit taken for work that did not run (a ``busy`` attempt)."""
         if not self._capped:
-            next(self._given_back)
+            self._given_back.add()
             return
         if effect.__class__ is not Effect:
             effect = Effect(effect)
@@ -121,10 +117,7 @@ class Budget:
 
     def _used_now(self) -> int:
         """Units in use: those counted under the lock and the uncapped ones (lock held)."""
-        taken, given_back = next(self._taken), next(self._given_back)
-        reads = self._reads
-        self._reads = reads + 1
-        return self._used + (taken - reads) - (given_back - reads)
+        return self._used + self._taken.value - self._given_back.value
 
     def __repr__(self) -> str:
         return f"Budget(max_attempts={self._max_attempts}, used={self.used})"

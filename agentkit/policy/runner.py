@@ -66,6 +66,9 @@ class ToolRunner:
         )
         self._sync = SyncDriver(store, registry, sleep)
         self._async = AsyncDriver(store, registry, asleep or _async_twin(sleep))
+        # bound once: every call and acall goes through these two
+        self._steps_of_call = self._policy.call
+        self._drive = self._async.drive
 
     @property
     def registry(self) -> ToolRegistry:
@@ -104,7 +107,7 @@ class ToolRunner:
         when nothing ran, ``outcome_unknown`` (not retryable) when a handler attempt had started.
         """
         call_id = call_id if isinstance(call_id, str) and call_id else new_call_id()
-        return self._sync.run(self._policy.call(name, arguments, call_id))
+        return self._sync.run(self._steps_of_call(name, arguments, call_id))
 
     def approve(self, approval_id: Any) -> dict[str, Any]:
         """Run the one call this approval was asked for, once; again returns the same result.
@@ -138,8 +141,7 @@ class ToolRunner:
         """
         call_id = call_id if isinstance(call_id, str) and call_id else new_call_id()
         # the driver's loop itself, awaited here (one coroutine frame less than ``run``)
-        return await self._async.drive(self._policy.call(name, arguments, call_id), None, False,
-                                       False)
+        return await self._drive(self._steps_of_call(name, arguments, call_id), None, False, False)
 
     async def aapprove(self, approval_id: Any) -> dict[str, Any]:
         """:meth:`approve` for async hosts (see :meth:`acall`)."""

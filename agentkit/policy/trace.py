@@ -13,16 +13,15 @@ frames alive: it keeps only the attempt's times (:class:`AttemptTimes`).
 from __future__ import annotations
 
 import logging
-import sys
 import threading
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from agentkit.boundary.concurrency import Attempt, DoneFlag
 from agentkit.policy.events import CallEvent
+from agentkit.policy.tally import Tally
 
 if TYPE_CHECKING:  # pandas is imported only when a frame is asked for
     import pandas
@@ -65,8 +64,6 @@ class AttemptTimes:
     def done(self) -> DoneFlag:
         """Set once the attempt has really returned (for tests that wait for a late one)."""
         return self._done if self._done is not None else _SET
-
-_TOOL, _RAN = itemgetter(1), itemgetter(6)  # a row's tool, and whether its handler ran
 
 #: The record's ``step`` for each event that is one step on its own.
 _STEPS = {"replay": "replay", "refused": "refused", "approval_asked": "approval",
@@ -142,22 +139,20 @@ class Trace:
     """Thread-safe, bounded list of :class:`TraceRecord`; times are ``time.monotonic()``
     values. Keeps the last ``max_records`` records (None: all of them, for a short demo).
 
-    Adding a record takes no lock: a row is appended to a deque (one atomic step), and the
-    rows past the bound are let go in batches, under the lock that readers take, once up to
-    ``max_records // 8`` (at least 64) extra rows have come in. Readers see the last
-    ``max_records`` rows; :meth:`call_counts` counts the handler runs of every row ever added.
+    Adding a record takes no lock: a row is appended to a bounded deque, which lets the
+    oldest go (each one atomic step), and the rows and each tool's handler runs are counted by
+    :class:`~agentkit.policy.tally.Tally` (so :meth:`call_counts` counts every run ever
+    traced, and :attr:`dropped` every row let go).
     """
 
     def __init__(self, max_records: int | None = DEFAULT_MAX_RECORDS) -> None:
         if max_records is not None and (not isinstance(max_records, int) or max_records < 1):
             raise ValueError("max_records must be an integer >= 1 or None")
         self.max_records = max_records
-        self._records: deque[Row] = deque()
-        # how many rows may be held before the oldest past the bound are let go
-        self._high = sys.maxsize if max_records is None else max_records + max(64, max_records // 8)
-        self._lock = threading.Lock()  # letting rows go, and reading them: never to add one
-        self._dropped = 0  # rows let go
-        self._dropped_runs: Counter[str] = Counter()  # handler runs per tool in the rows let go
+        self._records: deque[Row] = deque(maxlen=max_records)
+        self._added = Tally()  # rows ever added
+        self._runs: dict[str, Tally] = {}  # handler runs per tool, ever
+        self._lock = threading.Lock()  # to add a tool to _runs
         # approve operations in progress -> whether a step of theirs has been recorded
         self._approving: dict[str, bool] = {}
         # call_id -> [call started, step started]: for events given to observe() only
@@ -221,24 +216,21 @@ class Trace:
             approving = self._approving
             if approving and call_id in approving:
                 approving[call_id] = True
-            rows = self._records
-            rows.append(row)
-            if len(rows) > self._high:
-                self._let_go()
+            self._records.append(row)
+            self._added.add()
+            if handler_ran:
+                runs = self._runs.get(tool)
+                (runs if runs is not None else self._tally(tool)).add()
         except Exception:
             log.exception("%s: the trace failed on %s", call_id, kind)
 
-    def _let_go(self) -> None:
-        """Let the oldest rows past the bound go, counting their handler runs."""
-        assert self.max_records is not None
+    def _tally(self, tool: str) -> Tally:
+        """The count of ``tool``'s handler runs, made on its first run (once, under the lock)."""
         with self._lock:
-            rows = self._records
-            over = len(rows) - self.max_records
-            if over > 0:
-                pop = rows.popleft
-                gone = [pop() for _ in range(over)]
-                self._dropped += over
-                self._dropped_runs.update(map(_TOOL, filter(_RAN, gone)))  # counted in C
+            runs = self._runs.get(tool)
+            if runs is None:
+                runs = self._runs[tool] = Tally()
+            return runs
 
     def add(self, record: TraceRecord) -> None:
         """Keep ``record`` (as a row: see :data:`Row`)."""
@@ -247,52 +239,40 @@ class Trace:
                     record.outcome, record.handler_ran, record.replayed, record.started_at,
                     record.ended_at,
                     AttemptTimes(handle) if isinstance(handle, Attempt) else handle)
-        rows = self._records
-        rows.append(row)
-        if len(rows) > self._high:
-            self._let_go()
-
-    def _rows(self) -> tuple[list[Row], int, dict[str, int]]:
-        """Every row held, how many were let go, and their handler runs per tool."""
-        with self._lock:
-            while True:
-                try:  # one step under the GIL; where threads truly run at once, try again
-                    rows = list(self._records)
-                except RuntimeError:  # appended to while it was copied
-                    continue
-                return rows, self._dropped, dict(self._dropped_runs)
+        self._records.append(row)
+        self._added.add()
+        if record.handler_ran:
+            runs = self._runs.get(record.tool)
+            (runs if runs is not None else self._tally(record.tool)).add()
 
     @property
     def dropped(self) -> int:
         """How many of the oldest records were let go to keep the trace bounded."""
-        rows, dropped, _ = self._rows()
-        return dropped + self._over(len(rows))
-
-    def _over(self, held: int) -> int:
-        """How many of ``held`` rows are past the bound (let go from view, not yet from memory)."""
-        return 0 if self.max_records is None else max(0, held - self.max_records)
+        held = len(self._records)  # (read first: a row is counted just after it is added)
+        return max(0, self._added.value - held)
 
     @property
     def records(self) -> list[TraceRecord]:
         """The records kept, oldest first (made from the stored rows on each read)."""
-        rows, _, _ = self._rows()
-        return [_record(row) for row in rows[self._over(len(rows)):]]
+        while True:
+            try:  # one step under the GIL; where threads truly run at once, try again
+                rows = list(self._records)
+            except RuntimeError:  # appended to while it was copied
+                continue
+            return [_record(row) for row in rows]
 
     def __iter__(self) -> Iterator[TraceRecord]:
         return iter(self.records)
 
     def __len__(self) -> int:
-        held = len(self._records)
-        return held - self._over(held)
+        return len(self._records)
 
     def call_counts(self) -> dict[str, int]:
         """Handler runs per tool: the number a failure table must be honest about. Counts
         every run ever traced, also those whose records were dropped to bound the trace."""
-        rows, _, runs = self._rows()
-        for row in rows:
-            if row[6]:
-                runs[row[1]] = runs.get(row[1], 0) + 1
-        return dict(sorted(runs.items()))
+        with self._lock:
+            runs = list(self._runs.items())
+        return {tool: tally.value for tool, tally in sorted(runs)}
 
     def to_frame(self, *, durations: bool = False) -> pandas.DataFrame:
         """A pandas DataFrame, one row per record, in the order the steps happened."""
