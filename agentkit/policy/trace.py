@@ -140,9 +140,9 @@ class Trace:
     values. Keeps the last ``max_records`` records (None: all of them, for a short demo).
 
     Adding a record takes no lock: a row is appended to a bounded deque, which lets the
-    oldest go (each one atomic step), and the rows and each tool's handler runs are counted by
-    :class:`~agentkit.policy.tally.Tally` (so :meth:`call_counts` counts every run ever
-    traced, and :attr:`dropped` every row let go).
+    oldest go (each one atomic step), and counted by a :class:`~agentkit.policy.tally.Tally`
+    of its tool's rows with a handler run, or of those without one (so :meth:`call_counts`
+    counts every run ever traced, and :attr:`dropped` every row let go).
     """
 
     def __init__(self, max_records: int | None = DEFAULT_MAX_RECORDS) -> None:
@@ -150,9 +150,9 @@ class Trace:
             raise ValueError("max_records must be an integer >= 1 or None")
         self.max_records = max_records
         self._records: deque[Row] = deque(maxlen=max_records)
-        self._added = Tally()  # rows ever added
-        self._runs: dict[str, Tally] = {}  # handler runs per tool, ever
-        self._lock = threading.Lock()  # to add a tool to _runs
+        # rows ever added per tool: [without a handler run, with one] (indexed by handler_ran)
+        self._added: tuple[dict[str, Tally], dict[str, Tally]] = ({}, {})
+        self._lock = threading.Lock()  # to add a tool's tally
         # approve operations in progress -> whether a step of theirs has been recorded
         self._approving: dict[str, bool] = {}
         # call_id -> [call started, step started]: for events given to observe() only
@@ -217,20 +217,20 @@ class Trace:
             if approving and call_id in approving:
                 approving[call_id] = True
             self._records.append(row)
-            self._added.add()
-            if handler_ran:
-                runs = self._runs.get(tool)
-                (runs if runs is not None else self._tally(tool)).add()
+            tally = self._added[handler_ran].get(tool)
+            (tally if tally is not None else self._tally(tool, handler_ran)).add()
         except Exception:
             log.exception("%s: the trace failed on %s", call_id, kind)
 
-    def _tally(self, tool: str) -> Tally:
-        """The count of ``tool``'s handler runs, made on its first run (once, under the lock)."""
+    def _tally(self, tool: str, handler_ran: bool) -> Tally:
+        """The count of ``tool``'s rows with (or without) a handler run, made with the first
+        (once, under the lock)."""
         with self._lock:
-            runs = self._runs.get(tool)
-            if runs is None:
-                runs = self._runs[tool] = Tally()
-            return runs
+            tallies = self._added[handler_ran]
+            tally = tallies.get(tool)
+            if tally is None:
+                tally = tallies[tool] = Tally()
+            return tally
 
     def add(self, record: TraceRecord) -> None:
         """Keep ``record`` (as a row: see :data:`Row`)."""
@@ -240,16 +240,16 @@ class Trace:
                     record.ended_at,
                     AttemptTimes(handle) if isinstance(handle, Attempt) else handle)
         self._records.append(row)
-        self._added.add()
-        if record.handler_ran:
-            runs = self._runs.get(record.tool)
-            (runs if runs is not None else self._tally(record.tool)).add()
+        tally = self._added[record.handler_ran].get(record.tool)
+        (tally if tally is not None else self._tally(record.tool, record.handler_ran)).add()
 
     @property
     def dropped(self) -> int:
         """How many of the oldest records were let go to keep the trace bounded."""
         held = len(self._records)  # (read first: a row is counted just after it is added)
-        return max(0, self._added.value - held)
+        with self._lock:
+            tallies = [*self._added[False].values(), *self._added[True].values()]
+        return max(0, sum(tally.value for tally in tallies) - held)
 
     @property
     def records(self) -> list[TraceRecord]:
@@ -271,8 +271,8 @@ class Trace:
         """Handler runs per tool: the number a failure table must be honest about. Counts
         every run ever traced, also those whose records were dropped to bound the trace."""
         with self._lock:
-            runs = list(self._runs.items())
-        return {tool: tally.value for tool, tally in sorted(runs)}
+            runs = sorted(self._added[True].items())
+        return {tool: tally.value for tool, tally in runs}
 
     def to_frame(self, *, durations: bool = False) -> pandas.DataFrame:
         """A pandas DataFrame, one row per record, in the order the steps happened."""
