@@ -141,6 +141,8 @@ class Call(RunAttempt):
 class Policy:
     """The policy of one runner: each public operation is a generator of steps."""
 
+    __slots__ = ("approvals", "backoff", "budget", "context", "observers", "registry", "store")
+
     def __init__(self, registry: ToolRegistry, store: Any, budget: Budget, context: CallContext,
                  backoff: Backoff, approvals: Approvals,
                  observers: Observers) -> None:
@@ -190,7 +192,7 @@ class Policy:
             observers.emit("call_started", call_id, tool, effect, call.started)
         try:
             budget = self.budget
-            result: dict[str, Any] = {}
+            result: dict[str, Any]  # (max_attempts >= 1: the loop sets it)
             number, max_attempts = 0, spec.max_attempts
             while number < max_attempts:  # (a range() costs more than this whole test)
                 number += 1

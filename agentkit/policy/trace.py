@@ -17,6 +17,7 @@ import threading
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from agentkit.boundary.concurrency import Attempt, DoneFlag
@@ -64,6 +65,8 @@ class AttemptTimes:
     def done(self) -> DoneFlag:
         """Set once the attempt has really returned (for tests that wait for a late one)."""
         return self._done if self._done is not None else _SET
+
+_CALL_ID = itemgetter(0)  # a row's call_id
 
 #: The record's ``step`` for each event that is one step on its own.
 _STEPS = {"replay": "replay", "refused": "refused", "approval_asked": "approval",
@@ -153,8 +156,6 @@ class Trace:
         # rows ever added per tool: [without a handler run, with one] (indexed by handler_ran)
         self._added: tuple[dict[str, Tally], dict[str, Tally]] = ({}, {})
         self._lock = threading.Lock()  # to add a tool's tally
-        # approve operations in progress -> whether a step of theirs has been recorded
-        self._approving: dict[str, bool] = {}
         # call_id -> [call started, step started]: for events given to observe() only
         self._open: dict[str, list[float]] = {}
 
@@ -202,20 +203,12 @@ class Trace:
                 row = (call_id, tool, effect, "status_lookup", number, outcome, False, False,
                        at if since is None else since, at, None)
             elif kind in _STEPS:
-                if kind == "approval_settled" and self._approving.get(call_id):
+                if kind == "approval_settled" and self._recorded(call_id):
                     return  # after the approved run it is that run's end, recorded already
                 row = (call_id, tool, effect, _STEPS[kind], number, outcome, False,
                        kind == "replay", at if since is None else since, at, None)
             else:
-                if operation == "approve":  # its approval_settled may repeat its run's end
-                    if kind == "call_started":
-                        self._approving[call_id] = False
-                    elif kind == "call_ended":
-                        self._approving.pop(call_id, None)
                 return
-            approving = self._approving
-            if approving and call_id in approving:
-                approving[call_id] = True
             self._records.append(row)
             tally = self._added[handler_ran].get(tool)
             (tally if tally is not None else self._tally(tool, handler_ran)).add()
@@ -231,6 +224,11 @@ class Trace:
             if tally is None:
                 tally = tallies[tool] = Tally()
             return tally
+
+    def _recorded(self, call_id: str) -> bool:
+        """Whether a record of ``call_id`` is kept (an approval is settled once per person's
+        decision, so this look through the records is rare)."""
+        return call_id in map(_CALL_ID, self._rows())
 
     def add(self, record: TraceRecord) -> None:
         """Keep ``record`` (as a row: see :data:`Row`)."""
@@ -254,12 +252,15 @@ class Trace:
     @property
     def records(self) -> list[TraceRecord]:
         """The records kept, oldest first (made from the stored rows on each read)."""
+        return [_record(row) for row in self._rows()]
+
+    def _rows(self) -> list[Row]:
+        """The rows kept, oldest first."""
         while True:
             try:  # one step under the GIL; where threads truly run at once, try again
-                rows = list(self._records)
+                return list(self._records)
             except RuntimeError:  # appended to while it was copied
                 continue
-            return [_record(row) for row in rows]
 
     def __iter__(self) -> Iterator[TraceRecord]:
         return iter(self.records)
