@@ -138,13 +138,12 @@ class AsyncDriver:
         self.registry = registry
         self.asleep = asleep
 
-    async def run(self, steps: Steps[T]) -> T:
-        return await self.drive(steps, None, False, False)
-
-    async def drive(self, steps: Steps[T], pending: Any, protected: bool,
-                    in_own_task: bool) -> T:
+    async def drive(self, steps: Steps[T], pending: Any = None, protected: bool = False,
+                    in_own_task: bool = False) -> T:
         """Perform ``steps`` from their next effect (or ``pending``, already asked for);
-        ``protected``: the policy has asked for :data:`~agentkit.policy.effects.PROTECT`."""
+        ``protected``: the policy has asked for :data:`~agentkit.policy.effects.PROTECT`;
+        ``in_own_task``: this is the call's shielded task. The runner's ``acall``, ``aapprove``
+        and ``adeny`` return this coroutine itself (no frame between it and the caller)."""
         value: Any = None
         error: BaseException | None = None
         store = self.store

@@ -13,7 +13,7 @@ is the first of them.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from agentkit.boundary.context import CallContext
@@ -128,28 +128,34 @@ class ToolRunner:
 
     # ------------------------------------------------------------------ async callers
 
-    async def acall(
+    def acall(
         self, name: Any, arguments: Any, *, call_id: str | None = None
-    ) -> dict[str, Any]:
-        """:meth:`call` for async hosts: the same policy, the same results.
+    ) -> Coroutine[Any, Any, dict[str, Any]]:
+        """:meth:`call` for async hosts (``await runner.acall(name, arguments)``): the same
+        policy, the same results.
 
         A coroutine handler or status lookup runs right on this loop, under
         ``asyncio.timeout``, holding no thread while it awaits; a sync one runs on a worker
         thread. A store that may block runs its steps on a worker (or its async twins), never
         on the loop. If the awaiting task is cancelled once a write's bookkeeping has begun,
         the call goes on to its end and its outcome is recorded.
+
+        It returns the async driver's own coroutine (``AsyncDriver.drive``), so nothing sits
+        between the host's ``await`` and the driver's loop: it is awaited, made a task,
+        gathered and cancelled as any coroutine, and nothing runs until it is awaited.
+        (So, as with ``aapprove`` and ``adeny``, ``inspect.iscoroutinefunction`` says False
+        for it; ``inspect.iscoroutine`` says True for what it returns.)
         """
         call_id = call_id if isinstance(call_id, str) and call_id else new_call_id()
-        # the driver's loop itself, awaited here (one coroutine frame less than ``run``)
-        return await self._drive(self._steps_of_call(name, arguments, call_id), None, False, False)
+        return self._drive(self._steps_of_call(name, arguments, call_id))
 
-    async def aapprove(self, approval_id: Any) -> dict[str, Any]:
+    def aapprove(self, approval_id: Any) -> Coroutine[Any, Any, dict[str, Any]]:
         """:meth:`approve` for async hosts (see :meth:`acall`)."""
-        return await self._async.run(self._policy.approve(approval_id, new_call_id()))
+        return self._drive(self._policy.approve(approval_id, new_call_id()))
 
-    async def adeny(self, approval_id: Any) -> dict[str, Any]:
+    def adeny(self, approval_id: Any) -> Coroutine[Any, Any, dict[str, Any]]:
         """:meth:`deny` for async hosts (see :meth:`acall`)."""
-        return await self._async.run(self._policy.deny(approval_id, new_call_id()))
+        return self._drive(self._policy.deny(approval_id, new_call_id()))
 
 
 def _async_twin(sleep: Callable[[float], Any]) -> Callable[[float], Awaitable[Any]]:
