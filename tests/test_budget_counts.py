@@ -237,7 +237,7 @@ def test_max_per_effect_is_a_read_only_mapping_fixed_at_construction() -> None:
 # ------------------------------------------------------------------ validating the cap
 
 
-@pytest.mark.parametrize("bad", [-1, 1.5, 2.0, "3", [3]])
+@pytest.mark.parametrize("bad", [-1, 1.5, 2.0, "3", [3], True, False])
 @pytest.mark.parametrize("before", [None, 4])
 def test_an_invalid_cap_raises_value_error_and_leaves_the_cap_unchanged(
     bad: Any, before: int | None
@@ -252,7 +252,7 @@ def test_an_invalid_cap_raises_value_error_and_leaves_the_cap_unchanged(
     assert budget.spend()  # still capped (or not) as before
 
 
-@pytest.mark.parametrize("bad", [-1, 1.5, "3"])
+@pytest.mark.parametrize("bad", [-1, 1.5, "3", True])
 def test_an_invalid_cap_is_refused_when_the_budget_is_made(bad: Any) -> None:
     with pytest.raises(ValueError, match="max_attempts"):
         Budget(bad)

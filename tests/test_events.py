@@ -228,3 +228,41 @@ def test_a_cancelled_read_still_ends_its_call_for_the_observers() -> None:
     assert kinds == ["call_started", "attempt_started", "attempt_ended", "call_ended"]
     ended = recorder.events[-1]
     assert ended.result is not None and ended.result["error"] == "outcome_unknown"
+
+
+def test_each_registration_is_removed_on_its_own_and_removing_twice_does_nothing() -> None:
+    registry, _ = tools()
+    runner = ToolRunner(registry, sleep=lambda seconds: None)
+    recorder = Recorder()
+    first = runner.add_observer(recorder)
+    second = runner.add_observer(recorder)  # the same function, registered twice
+    runner.call("search", {"query": "q"})
+    assert [e.kind for e in recorder.events].count("call_started") == 2
+    first()
+    first()  # a second removal of the same registration removes nothing more
+    runner.call("search", {"query": "again"})
+    assert [e.kind for e in recorder.events].count("call_started") == 3  # told once more
+    second()
+    runner.call("search", {"query": "quiet"})
+    assert [e.kind for e in recorder.events].count("call_started") == 3
+
+
+def test_observers_added_from_many_threads_at_once_are_all_kept() -> None:
+    import threading
+
+    registry, _ = tools()
+    runner = ToolRunner(registry, sleep=lambda seconds: None)
+    seen: list[list[str]] = [[] for _ in range(16)]
+    start = threading.Barrier(len(seen))
+
+    def add(box: list[str]) -> None:
+        start.wait()
+        runner.add_observer(lambda event: box.append(event.kind))
+
+    threads = [threading.Thread(target=add, args=(box,)) for box in seen]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    runner.call("search", {"query": "q"})
+    assert all(box and box[0] == "call_started" and box[-1] == "call_ended" for box in seen)

@@ -201,3 +201,26 @@ def test_describe_unknown_format(three_tools):
 def test_spec_repr_is_deterministic():
     text = repr(make(status_lookup=lambda **kw: None))
     assert "0x" not in text and "name='search'" in text
+
+
+def test_a_callable_object_s_parameters_come_from_its_call_method():
+    class Search:
+        def __call__(self, query: str, limit: int = 3) -> list[str]:
+            return [query] * limit
+
+    registered = ToolRegistry().register(make(handler=Search()))
+    assert registered.parameters == {
+        "type": "object",
+        "properties": {"query": {"type": "string"}, "limit": {"type": "integer", "default": 3}},
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+
+
+def test_a_callable_object_with_an_unresolvable_hint_is_a_value_error_naming_its_class():
+    class Broken:
+        def __call__(self, query: NoSuchType) -> str:  # type: ignore[name-defined]  # noqa: F821
+            return query
+
+    with pytest.raises(ValueError, match="Broken"):
+        ToolRegistry().register(make(handler=Broken()))

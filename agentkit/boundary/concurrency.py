@@ -715,6 +715,16 @@ def _end_attempt(attempt: Attempt, slot: Slot | None) -> None:
             )
 
 
+def _give_up(attempt: Attempt, slot: Slot | None) -> str:
+    """The caller stops waiting for an attempt that has not returned (call with
+    ``attempt.lock`` held): ``busy`` if it never started (it never will), else ``timeout``,
+    marked on the attempt (the handler may still complete)."""
+    if _give_up_unstarted(attempt, slot):
+        return "busy"
+    attempt.timed_out = True
+    return "timeout"
+
+
 def _give_up_unstarted(attempt: Attempt, slot: Slot | None) -> bool:
     """Cancel an attempt that has not started (it never will; its slot is freed). False when
     it has already started (call with ``attempt.lock`` held)."""
@@ -822,7 +832,7 @@ def run_limited(
     with attempt.lock:
         if attempt.done.is_set():
             return "timeout" if attempt.timed_out else "finished"
-        return "busy" if _give_up_unstarted(attempt, slot) else "timeout"
+        return _give_up(attempt, slot)
 
 
 async def _on_caller_loop(
@@ -918,7 +928,7 @@ async def arun_limited(
     with attempt.lock:
         if attempt.done.is_set():
             return "timeout" if attempt.timed_out else "finished"
-        return "busy" if _give_up_unstarted(attempt, slot) else "timeout"
+        return _give_up(attempt, slot)
 
 
 async def run_here(

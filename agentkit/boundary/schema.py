@@ -51,10 +51,14 @@ def derive_parameters(handler: Callable[..., Any]) -> dict[str, Any]:
     """
     target = inspect.unwrap(handler)
     signature = inspect.signature(target)
+    # a callable object's hints are its class's __call__'s; its name, its class's
+    annotated = (target if inspect.isroutine(target) or inspect.isclass(target)
+                 else type(target).__call__)
+    qualname = getattr(target, "__qualname__", None) or type(target).__qualname__
     try:
-        hints = typing.get_type_hints(target, include_extras=True)
+        hints = typing.get_type_hints(annotated, include_extras=True)
     except Exception as exc:  # an unresolvable forward reference is the author's bug
-        raise ValueError(f"cannot resolve the type hints of {target.__qualname__}: {exc}") from None
+        raise ValueError(f"cannot resolve the type hints of {qualname}: {exc}") from None
     properties: dict[str, Any] = {}
     required: list[str] = []
     extra_allowed = False
@@ -64,7 +68,7 @@ def derive_parameters(handler: Callable[..., Any]) -> dict[str, Any]:
             continue
         if param.kind in (param.VAR_POSITIONAL, param.POSITIONAL_ONLY):
             raise ValueError(
-                f"parameter {name!r} of {target.__qualname__} cannot be passed by keyword; "
+                f"parameter {name!r} of {qualname} cannot be passed by keyword; "
                 "tool handlers take keyword arguments"
             )
         prop = type_schema(hints.get(name, Any)) if name in hints else {}

@@ -24,8 +24,8 @@ class Budget:
     """``Budget(max_attempts=None)`` is unlimited; ``remaining`` is then None.
 
     ``max_attempts`` may be changed at any time (a notebook that wants to show what an
-    exhausted budget does sets it to ``used``); the caps per effect are fixed when the budget
-    is made.
+    exhausted budget does sets it to ``used``); a unit taken by a call already past its check
+    when the cap changed still counts. The caps per effect are fixed when the budget is made.
     """
 
     def __init__(
@@ -52,7 +52,7 @@ class Budget:
 
     @max_attempts.setter
     def max_attempts(self, value: int | None) -> None:
-        if value is not None and (not isinstance(value, int) or value < 0):
+        if value is not None and (type(value) is bool or not isinstance(value, int) or value < 0):
             raise ValueError("max_attempts must be an integer >= 0 or None")
         with self._lock:
             self._max_attempts = value

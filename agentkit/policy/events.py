@@ -28,6 +28,7 @@ read) tells it only ``attempt_ended`` (:attr:`Observers.live` says whether anyon
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -124,31 +125,37 @@ class Observers:
     ``call_ended``, matter to anyone, the first observer recording steps as they end (with
     ``since``). The policy's hottest path leaves those events untold when it is False."""
 
-    __slots__ = ("_all", "_first", "emit", "live")
+    __slots__ = ("_added", "_first", "_lock", "emit", "live")
 
     def __init__(self, first: Emit | None = None) -> None:
         self._first = first
-        self._all: tuple[Observer, ...] = ()
+        # each registration as its own one-item list, so removing one removes only it
+        self._added: tuple[list[Observer], ...] = ()
+        self._lock = threading.Lock()  # adding and removing (never emitting)
         self.live = False
         self.emit: Emit = self._emitter()
 
     def add(self, observer: Observer) -> Callable[[], None]:
-        """Register ``observer``; returns a function that removes it again."""
+        """Register ``observer`` (once more, if it is already); returns a function that
+        removes this registration again (calling it twice does nothing more)."""
         if not callable(observer):
             raise TypeError("an observer must be callable with one CallEvent")
-        self._all = (*self._all, observer)
-        self.emit = self._emitter()
-        self.live = True
+        registration = [observer]
+        with self._lock:
+            self._added = (*self._added, registration)
+            self.emit = self._emitter()
+            self.live = True
 
         def remove() -> None:
-            self._all = tuple(o for o in self._all if o is not observer)
-            self.emit = self._emitter()
-            self.live = bool(self._all)
+            with self._lock:
+                self._added = tuple(r for r in self._added if r is not registration)
+                self.emit = self._emitter()
+                self.live = bool(self._added)
 
         return remove
 
     def _emitter(self) -> Emit:
-        first, observers = self._first, self._all
+        first, observers = self._first, tuple(r[0] for r in self._added)
         if not observers:
             return first if first is not None else _nobody
 

@@ -110,6 +110,9 @@ class Call(RunAttempt):
     __slots__ = ("attempts", "effect", "fingerprint", "key", "number", "observers", "spec",
                  "started", "tool")
 
+    #: The public operation whose events this call's are (``CallEvent.operation``).
+    operation = "call"
+
     def __init__(self, call_id: str, entry: RegisteredTool, arguments: dict[str, Any],
                  observers: Observers, started: float, key: str = "",
                  fingerprint: str = "") -> None:
@@ -134,8 +137,15 @@ class Call(RunAttempt):
         ``since``: when the step this event ends began (by default, when the call did)."""
         self.observers.emit(kind, self.call_id, self.tool, self.effect,
                             _monotonic() if at is None else at, number, outcome, handler_ran,
-                            approval_id, "call", None, attempt,
+                            approval_id, self.operation, None, attempt,
                             self.started if since is None else since)
+
+
+class ApprovedRun(Call):
+    """The one run of an approved irreversible write: its events are ``approve``'s."""
+
+    __slots__ = ()
+    operation = "approve"
 
 
 class Policy:
@@ -550,8 +560,8 @@ class Policy:
         if refusal is not None:
             return refusal, 0.0
         assert entry is not None and checked is not None
-        call = Call(call_id, entry, checked, self.observers, started, record["key"],
-                    record["fingerprint"])
+        call = ApprovedRun(call_id, entry, checked, self.observers, started, record["key"],
+                           record["fingerprint"])
         prepared.append(call)
         return None, self._lease(call)
 
@@ -607,7 +617,7 @@ class Policy:
         # call.event(...), spelled out here and below: two of every call's events
         if observers.live:  # (the trace needs no start event: see Observers.live)
             observers.emit("attempt_started", call.call_id, call.tool, call.effect, began,
-                           call.number)
+                           call.number, operation=call.operation)
         try:
             result, attempt = yield call  # a RunAttempt
         except WorkerUnavailable:  # no thread for the handler: nothing ran
@@ -626,7 +636,7 @@ class Policy:
             ended = _monotonic()
         observers.emit("attempt_ended", call.call_id, call.tool, call.effect, ended,
                        call.number, "ok" if result.get("ok") else _outcome(result),
-                       attempt.started, "", "call", None, attempt, began)
+                       attempt.started, "", call.operation, None, attempt, began)
         return result, attempt
 
 

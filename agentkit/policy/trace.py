@@ -17,7 +17,6 @@ import threading
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from agentkit.boundary.concurrency import Attempt, DoneFlag
@@ -52,21 +51,21 @@ class AttemptTimes:
         self.landed_at: float | None = attempt.landed_at
         self._done: DoneFlag | None = None
         if not attempt.done.is_set():  # a late attempt: copy its times when it returns
-            self._done = attempt.done
+            self._done = DoneFlag()
             attempt.add_done_callback(lambda: self._copy(attempt))
 
     def _copy(self, attempt: Attempt) -> None:
         self.started_at = attempt.started_at
         self.finished_at = attempt.finished_at
         self.landed_at = attempt.landed_at
-        self._done = None
+        assert self._done is not None
+        self._done.set()  # after the times: whoever waits on it reads them filled
 
     @property
     def done(self) -> DoneFlag:
-        """Set once the attempt has really returned (for tests that wait for a late one)."""
+        """Set once the attempt has really returned and its times are copied (for tests that
+        wait for a late one)."""
         return self._done if self._done is not None else _SET
-
-_CALL_ID = itemgetter(0)  # a row's call_id
 
 #: The record's ``step`` for each event that is one step on its own.
 _STEPS = {"replay": "replay", "refused": "refused", "approval_asked": "approval",
@@ -149,13 +148,15 @@ class Trace:
     """
 
     def __init__(self, max_records: int | None = DEFAULT_MAX_RECORDS) -> None:
-        if max_records is not None and (not isinstance(max_records, int) or max_records < 1):
+        if max_records is not None and (type(max_records) is bool
+                                        or not isinstance(max_records, int) or max_records < 1):
             raise ValueError("max_records must be an integer >= 1 or None")
         self.max_records = max_records
         self._records: deque[Row] = deque(maxlen=max_records)
         # rows ever added per tool: [without a handler run, with one] (indexed by handler_ran)
         self._added: tuple[dict[str, Tally], dict[str, Tally]] = ({}, {})
         self._lock = threading.Lock()  # to add a tool's tally
+        self._ran: set[str] = set()  # approve operations in progress that recorded a step
         # call_id -> [call started, step started]: for events given to observe() only
         self._open: dict[str, list[float]] = {}
 
@@ -203,12 +204,16 @@ class Trace:
                 row = (call_id, tool, effect, "status_lookup", number, outcome, False, False,
                        at if since is None else since, at, None)
             elif kind in _STEPS:
-                if kind == "approval_settled" and self._recorded(call_id):
+                if kind == "approval_settled" and operation == "approve" and call_id in self._ran:
                     return  # after the approved run it is that run's end, recorded already
                 row = (call_id, tool, effect, _STEPS[kind], number, outcome, False,
                        kind == "replay", at if since is None else since, at, None)
             else:
+                if kind == "call_ended" and operation == "approve":
+                    self._ran.discard(call_id)
                 return
+            if operation == "approve":  # a step of an approved run: its settling is recorded
+                self._ran.add(call_id)
             self._records.append(row)
             tally = self._added[handler_ran].get(tool)
             (tally if tally is not None else self._tally(tool, handler_ran)).add()
@@ -224,11 +229,6 @@ class Trace:
             if tally is None:
                 tally = tallies[tool] = Tally()
             return tally
-
-    def _recorded(self, call_id: str) -> bool:
-        """Whether a record of ``call_id`` is kept (an approval is settled once per person's
-        decision, so this look through the records is rare)."""
-        return call_id in map(_CALL_ID, self._rows())
 
     def add(self, record: TraceRecord) -> None:
         """Keep ``record`` (as a row: see :data:`Row`)."""
