@@ -142,7 +142,8 @@ class ToolRunner:
 
         It returns the async driver's own coroutine (``AsyncDriver.drive``), so nothing sits
         between the host's ``await`` and the driver's loop: it is awaited, made a task,
-        gathered and cancelled as any coroutine, and nothing runs until it is awaited.
+        gathered and cancelled as any coroutine, and nothing runs until it is awaited (only
+        the call id is taken when it is made).
         (So, as with ``aapprove`` and ``adeny``, ``inspect.iscoroutinefunction`` says False
         for it; ``inspect.iscoroutine`` says True for what it returns.)
         """
