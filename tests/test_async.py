@@ -618,3 +618,35 @@ def test_a_replayed_write_through_acall_stays_on_the_loop_with_the_memory_store(
     first, again = arun(go())
     assert first["ok"] and again["replayed"] is True and tools.calls == 1
     assert threads == [threading.current_thread().name] * 2  # no hop: the loop's own thread
+
+
+def test_acall_aapprove_and_adeny_return_coroutines_that_do_nothing_until_awaited() -> None:
+    """They return the async driver's own coroutine: awaited, gathered or made a task as any
+    coroutine; until then nothing runs (no handler, no budget, no record), and a coroutine
+    closed unawaited leaves nothing behind (docs/design.md#public-api)."""
+    import inspect
+
+    ran: list[str] = []
+
+    async def asearch(query: str) -> str:
+        ran.append(query)
+        return "found"
+
+    runner = ToolRunner(ToolRegistry([ToolSpec("asearch", "S.", "read", 2.0, 1, 100, asearch)]))
+    pending = runner.acall("asearch", {"query": "q"}, call_id="host-1")
+    approve, deny = runner.aapprove("no-such-approval"), runner.adeny("no-such-approval")
+    assert all(inspect.iscoroutine(c) for c in (pending, approve, deny))
+    assert ran == [] and runner.budget.used == 0 and len(runner.trace) == 0
+    for unawaited in (approve, deny):
+        unawaited.close()
+    pending.close()
+    assert ran == [] and runner.budget.used == 0 and len(runner.trace) == 0
+
+    async def main() -> list[dict[str, Any]]:
+        first = asyncio.ensure_future(runner.acall("asearch", {"query": "a"}))
+        return [await first, *await asyncio.gather(runner.acall("asearch", {"query": "b"}),
+                                                    runner.acall("asearch", {"query": "c"}))]
+
+    results = arun(main())
+    assert [r["data"] for r in results] == ["found"] * 3 and sorted(ran) == ["a", "b", "c"]
+    assert runner.trace.call_counts() == {"asearch": 3}
