@@ -403,7 +403,9 @@ FRAME_COLUMNS = ["call", "span", "parent", "kind", "status", "error.type", "outc
 
 
 def _order(spans: list[Any]) -> list[Any]:
-    return sorted(spans, key=lambda s: (s.start_time or 0, s.end_time or 0))
+    """By start; of spans that start together (a read's call and its first attempt), the one
+    that lasts longer (the parent) first."""
+    return sorted(spans, key=lambda s: (s.start_time or 0, -(s.end_time or 0)))
 
 
 def _children(spans: list[Any]) -> tuple[list[Any], dict[Any, list[Any]]]:
