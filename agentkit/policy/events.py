@@ -116,9 +116,9 @@ class Observers:
     ``first`` (the in-memory trace) is told each event first, as its fields (an :class:`Emit`:
     it must log its own failures, never raise); every observer added is handed a
     :class:`CallEvent`, made once per event and only when there is one to hand it to. Adding
-    and removing swap an immutable tuple and the :attr:`emit` made for it, so emitting (on the
-    hot path, from many threads) takes no lock, and with no observer but ``first`` it is
-    ``first`` itself.
+    and removing (one at a time, under a lock) swap an immutable tuple and the :attr:`emit`
+    made for it, so emitting (on the hot path, from many threads) takes no lock, and with no
+    observer but ``first`` it is ``first`` itself.
 
     :attr:`live` is True while an observer has been added: only then does an event that
     starts something (``call_started``, ``attempt_started``, ``lookup_started``), or
