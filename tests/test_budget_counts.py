@@ -345,3 +345,13 @@ def test_uncapping_a_runner_s_budget_lets_calls_run_again(kind: str) -> None:
     assert _call(kind, runner, "c") == {"ok": True, "data": "found", "attempts": 1,
                                         "replayed": False}
     assert handler.calls == 2 and runner.budget.used == 2
+
+
+@pytest.mark.parametrize("cap", [None, 5])
+def test_an_unknown_effect_is_a_value_error_capped_or_not(cap: int | None) -> None:
+    budget = Budget(cap)
+    with pytest.raises(ValueError):
+        budget.spend("no_such_effect")
+    with pytest.raises(ValueError):
+        budget.refund("no_such_effect")
+    assert budget.used == 0

@@ -41,6 +41,7 @@ class Budget:
         self._used_by: dict[Effect, int] = {e: 0 for e in Effect}  # the same, per effect
         # the units of an uncapped budget, taken and given back without the lock
         self._taken, self._given_back = Tally(), Tally()
+        self._tallied = False  # ever uncapped: only then can the Tallies hold units
         self._max_attempts: int | None = None
         self._capped = False
         self.max_attempts = max_attempts
@@ -57,6 +58,7 @@ class Budget:
         with self._lock:
             self._max_attempts = value
             self._capped = value is not None or bool(self._max_per_effect)
+            self._tallied = self._tallied or not self._capped
 
     @property
     def max_per_effect(self) -> Mapping[Effect, int]:
@@ -77,11 +79,11 @@ class Budget:
 
     def spend(self, effect: Effect | str = Effect.READ) -> bool:
         """Take one unit for ``effect``; False (nothing taken) when a cap is reached."""
+        if effect.__class__ is not Effect:  # the runner passes the member: no enum lookup
+            effect = Effect(effect)
         if not self._capped:  # nothing to check: count, in one step no thread can split
             self._taken.add()
             return True
-        if effect.__class__ is not Effect:  # the runner passes the member: no enum lookup
-            effect = Effect(effect)
         with self._lock:
             if not self._room(effect):
                 return False
@@ -99,11 +101,11 @@ class Budget:
 
     def refund(self, effect: Effect | str = Effect.READ) -> None:
         """Give back a unit taken for work that did not run (a ``busy`` attempt)."""
+        if effect.__class__ is not Effect:
+            effect = Effect(effect)
         if not self._capped:
             self._given_back.add()
             return
-        if effect.__class__ is not Effect:
-            effect = Effect(effect)
         with self._lock:
             self._used -= 1
             self._used_by[effect] -= 1
@@ -117,6 +119,8 @@ class Budget:
 
     def _used_now(self) -> int:
         """Units in use: those counted under the lock and the uncapped ones (lock held)."""
+        if not self._tallied:
+            return self._used
         return self._used + self._taken.value - self._given_back.value
 
     def __repr__(self) -> str:
