@@ -715,14 +715,29 @@ def _end_attempt(attempt: Attempt, slot: Slot | None) -> None:
             )
 
 
-def _give_up(attempt: Attempt, slot: Slot | None) -> str:
-    """The caller stops waiting for an attempt that has not returned (call with
-    ``attempt.lock`` held): ``busy`` if it never started (it never will), else ``timeout``,
-    marked on the attempt (the handler may still complete)."""
-    if _give_up_unstarted(attempt, slot):
-        return "busy"
-    attempt.timed_out = True
-    return "timeout"
+def _waited(attempt: Attempt, slot: Slot | None) -> str:
+    """The caller's wait for a worker's attempt is over: ``finished`` or ``timeout`` if it
+    has returned; else the caller stops waiting: ``busy`` if it never started (it never
+    will), ``timeout`` (marked on the attempt: the handler may still complete) if it has."""
+    with attempt.lock:
+        if attempt.done.is_set():
+            return "timeout" if attempt.timed_out else "finished"
+        if _give_up_unstarted(attempt, slot):
+            return "busy"
+        attempt.timed_out = True
+        return "timeout"
+
+
+def _no_worker(attempt: Attempt, slot: Slot | None) -> str:
+    """No worker thread could be started for the attempt: nothing ran, nor will (``busy``)."""
+    with attempt.lock:
+        attempt.cancelled = True
+    if slot is not None:
+        slot.release()
+    logging.getLogger("agentkit").warning(
+        "%s %s: busy, no worker thread could be started", attempt.call_id, attempt.tool
+    )
+    return "busy"
 
 
 def _give_up_unstarted(attempt: Attempt, slot: Slot | None) -> bool:
@@ -820,19 +835,9 @@ def run_limited(
         try:
             _POOL.submit(partial(_work, attempt, context, handler, arguments, timeout, slot, finish, None))
         except WorkerUnavailable:
-            with attempt.lock:
-                attempt.cancelled = True  # nothing ran, and nothing will
-            if slot is not None:
-                slot.release()
-            logging.getLogger("agentkit").warning(
-                "%s %s: busy, no worker thread could be started", attempt.call_id, attempt.tool
-            )
-            return "busy"
+            return _no_worker(attempt, slot)
     attempt.done.wait(timeout)
-    with attempt.lock:
-        if attempt.done.is_set():
-            return "timeout" if attempt.timed_out else "finished"
-        return _give_up(attempt, slot)
+    return _waited(attempt, slot)
 
 
 async def _on_caller_loop(
@@ -911,24 +916,14 @@ async def arun_limited(
         _POOL.submit(work)
     except WorkerUnavailable:
         waiter.cancel()  # its deadline is dropped with it
-        with attempt.lock:
-            attempt.cancelled = True
-        if slot is not None:
-            slot.release()
-        logging.getLogger("agentkit").warning(
-            "%s %s: busy, no worker thread could be started", attempt.call_id, attempt.tool
-        )
-        return "busy"
+        return _no_worker(attempt, slot)
     try:
         await waiter  # settled by the worker when the attempt ends, or at the deadline
     except BaseException:  # the caller was cancelled: an attempt not yet started never runs
         with attempt.lock:
             _give_up_unstarted(attempt, slot)
         raise
-    with attempt.lock:
-        if attempt.done.is_set():
-            return "timeout" if attempt.timed_out else "finished"
-        return _give_up(attempt, slot)
+    return _waited(attempt, slot)
 
 
 async def run_here(
