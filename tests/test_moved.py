@@ -7,7 +7,9 @@ caller's own line. The new paths are silent, and importing a face loads no lesso
 
 from __future__ import annotations
 
+import ast
 import importlib
+import json
 import subprocess
 import sys
 import warnings
@@ -179,3 +181,58 @@ def test_the_new_paths_are_silent():
         "from agentkit.faces import langgraph, mcp, openai_agents, otel, pydantic_ai\n"
     ))
     assert (out.returncode, out.stderr) == (0, "")
+
+
+def old_paths_imported(source: str) -> list[str]:
+    """The old paths an ``import`` statement of ``source`` names (absolute imports only: the
+    package and the notebooks use no other kind)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if moved.new_home(alias.name)]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if moved.new_home(node.module):
+                found.append(node.module)
+            elif node.module == "agentkit.faces":
+                found += [f"agentkit.faces.{alias.name}" for alias in node.names
+                          if alias.name in moved.MOVED_NAMES
+                          or moved.new_home(f"agentkit.faces.{alias.name}")]
+    return found
+
+
+def repository_sources() -> list[tuple[str, str]]:
+    """Every Python source of the kit, its tests, tools and benchmarks, and every notebook's
+    code (IPython's ``%`` and ``!`` lines left out), with where it is."""
+    sources = []
+    for folder in ("agentkit", "tests", "tools", "benchmarks"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            sources.append((str(path.relative_to(ROOT)), path.read_text(encoding="utf-8")))
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        for number, cell in enumerate(cells):
+            if cell["cell_type"] == "code":
+                lines = "".join(cell["source"]).splitlines()
+                code = "\n".join(line for line in lines if not line.lstrip().startswith(("%", "!")))
+                sources.append((f"{path.relative_to(ROOT)} cell {number}", code))
+    return sources
+
+
+def test_the_checker_finds_an_old_path():
+    assert old_paths_imported(
+        "import agentkit.faces.widgets\n"
+        "from agentkit.faces.exercises.framework import Exercise\n"
+        "from agentkit.faces import cli, exercises, show\n"
+        "def f():\n    from agentkit.faces.lesson import capture_log\n"
+    ) == ["agentkit.faces.widgets", "agentkit.faces.exercises.framework",
+          "agentkit.faces.exercises", "agentkit.faces.show", "agentkit.faces.lesson"]
+    assert old_paths_imported("from agentkit.faces import cli, langgraph\n"
+                              "from agentkit.lessons import show\nimport agentkit.faces\n") == []
+
+
+def test_nothing_in_the_repository_imports_an_old_path():
+    """The old paths are for code outside the kit: inside it, an old path would hide a
+    dependency behind a warning (a module merged from a branch that predates the move, say)."""
+    sources = repository_sources()
+    assert any(where.startswith("notebooks/08") for where, _ in sources)
+    found = {where: old for where, source in sources if (old := old_paths_imported(source))}
+    assert found == {}
