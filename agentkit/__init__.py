@@ -8,7 +8,10 @@ each side-effect level above it. The package is layered (``docs/design.md#layers
 - :mod:`agentkit.boundary`: one attempt, one module per stage of the picture;
 - :mod:`agentkit.policy`: the runner, budget, approvals, trace and idempotency stores;
 - :mod:`agentkit.demo`: the fake model, agent loop, demo tools, faults and failure matrix;
-- :mod:`agentkit.faces`: widgets, timeline, lessons, exercises and the command line.
+- :mod:`agentkit.faces`: what hosts touch: the command line, the MCP server, the framework
+  faces and OpenTelemetry;
+- :mod:`agentkit.lessons`: what a learner touches: widgets, timeline, notebook helpers,
+  exercises and notebook 08's framework cases (a lesson may use a face, never the reverse).
 
 Importing agentkit imports neither pandas nor ipywidgets: the boundary and the policy stay
 light, and ``agentkit.faults`` and ``agentkit.matrix`` (the demo layer's modules) load on

@@ -12,7 +12,7 @@ import itertools
 import pytest
 
 from agentkit import invoke_tool
-from agentkit.faces.exercises import (
+from agentkit.lessons.exercises import (
     EFFECT_CHOICES,
     TOOLS_TO_CLASSIFY,
     connect_report,

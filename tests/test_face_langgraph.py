@@ -17,8 +17,8 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import Command
 
 from agentkit.faces import langgraph as face
-from agentkit.faces.framework_cases import CASES, Bench
-from agentkit.faces.framework_runs import run_case
+from agentkit.lessons.framework_cases import CASES, Bench
+from agentkit.lessons.framework_runs import run_case
 
 #: case -> (real calls alone, real calls through agentkit, how the run ended alone)
 EXPECTED = {

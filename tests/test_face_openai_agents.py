@@ -14,8 +14,8 @@ from agents import Agent, RunConfig, Runner
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from agentkit.faces import openai_agents as face
-from agentkit.faces.framework_cases import CASES, Bench
-from agentkit.faces.framework_runs import run_case
+from agentkit.lessons.framework_cases import CASES, Bench
+from agentkit.lessons.framework_runs import run_case
 
 #: case -> (real calls alone, real calls through agentkit, how the run ended alone)
 EXPECTED = {

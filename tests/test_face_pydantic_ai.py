@@ -15,8 +15,8 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RunUsage
 
 from agentkit.faces import pydantic_ai as face
-from agentkit.faces.framework_cases import CASES, Bench
-from agentkit.faces.framework_runs import run_case
+from agentkit.lessons.framework_cases import CASES, Bench
+from agentkit.lessons.framework_runs import run_case
 
 #: case -> (real calls alone, real calls through agentkit, how the run ended alone)
 EXPECTED = {

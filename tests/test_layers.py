@@ -6,8 +6,18 @@ module level, inside a function (a lazy import is still a dependency), and insid
 ``if TYPE_CHECKING:`` block. Type-only imports count because a type in a signature is part
 of the module's contract: a faces module may name a policy type, but a boundary function
 whose signature names a demo type has made the boundary depend on the demo, whether or not
-the import runs. The top-level ``agentkit/__init__.py`` and ``__main__.py`` are exempt: they
-are the façade over all layers.
+the import runs. A string that names a higher layer's module (``importlib.import_module(
+"agentkit.lessons.widgets")``) counts too: it is the same dependency, spelled later. The
+top-level ``agentkit/__init__.py`` and ``__main__.py`` are exempt: they are the façade over
+all layers.
+
+The top floor is split by who touches it: ``faces`` (what hosts touch) below ``lessons`` (what
+a learner touches). A lesson may use a face; a face never imports a lesson, so a host that
+loads a face pulls no learner code. One face module is allowed to *name* lesson modules in
+strings, and it is listed in ``SHIMS`` with why: the old import paths of what moved to the
+lessons, kept for one release. It gets no other allowance (an ``import`` of a lesson is still a
+violation there), and a test below checks at run time that importing it, or any face, loads no
+lesson.
 """
 
 from __future__ import annotations
@@ -26,7 +36,14 @@ import agentkit
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "agentkit"
 #: Lowest first: a module may import its own layer and those before it in this list.
-LAYERS = ("boundary", "policy", "demo", "faces")
+LAYERS = ("boundary", "policy", "demo", "faces", "lessons")
+#: The shims: face modules that may name a lesson module in a string (never import one), each a
+#: thin alias that serves an old import path of what moved, for one release.
+SHIMS = {
+    "agentkit.faces.moved": "the old paths of agentkit.faces.widgets, .timeline, .lesson, "
+                            ".exercises, .framework_cases, .framework_runs and the names "
+                            "`from agentkit.faces import show, ...`, until the next release",
+}
 FACADE = {PACKAGE / "__init__.py", PACKAGE / "__main__.py"}
 #: What the boundary and policy must not load at import time (docs/design.md#layers).
 HEAVY = ("pandas", "ipywidgets", "matplotlib", "mcp", "psycopg", "opentelemetry",
@@ -61,6 +78,14 @@ def layer_of(module: str) -> int | None:
     return LAYERS.index(parts[1]) if parts[1] in LAYERS else None
 
 
+def names_layer_module(text: str) -> bool:
+    """Whether ``text`` is exactly the dotted name of a module inside a layer (a string handed
+    to ``importlib.import_module``), not prose, a logger name or an attribute key."""
+    parts = text.split(".")
+    return (len(parts) >= 2 and parts[0] == "agentkit" and parts[1] in LAYERS
+            and all(part.isidentifier() for part in parts))
+
+
 def is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
@@ -90,11 +115,11 @@ def check_source(source: str, importer: str, *, is_package: bool = False) -> lis
     found: list[Violation] = []
     module_aliases: dict[str, str] = {}  # local name -> agentkit module it is bound to
 
-    def check_target(target: str, line: int) -> None:
+    def check_target(target: str, line: int, how: str = "imports", where: str = "") -> None:
         target_rank = layer_of(target)
         if rank is not None and target_rank is not None and target_rank > rank:
             above = LAYERS[target_rank] if target_rank < len(LAYERS) else "the agentkit façade"
-            found.append(Violation(line, f"{importer} ({LAYERS[rank]}) imports {target} ({above})"))
+            found.append(Violation(line, f"{importer} ({LAYERS[rank]}) {how} {target} ({above}){where}"))
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -121,6 +146,9 @@ def check_source(source: str, importer: str, *, is_package: bool = False) -> lis
                 if is_private(alias.name) and source_module != importer:
                     found.append(Violation(
                         node.lineno, f"imports the private name {alias.name} from {source_module}"))
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+              and importer not in SHIMS and names_layer_module(node.value)):
+            check_target(node.value, node.lineno, "names", " in a string")
     for node in ast.walk(tree):
         if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                 and node.value.id in module_aliases and is_private(node.attr)
@@ -141,8 +169,8 @@ def package_modules() -> list[Path]:
 @pytest.mark.parametrize(("importer", "source", "expected"), [
     ("agentkit.boundary.invoke", "from agentkit.policy.runner import ToolRunner\n",
      "agentkit.boundary.invoke (boundary) imports agentkit.policy.runner (policy)"),
-    ("agentkit.policy.trace", "def f():\n    import agentkit.faces.timeline\n",
-     "agentkit.policy.trace (policy) imports agentkit.faces.timeline (faces)"),
+    ("agentkit.policy.trace", "def f():\n    import agentkit.lessons.timeline\n",
+     "agentkit.policy.trace (policy) imports agentkit.lessons.timeline (lessons)"),
     ("agentkit.demo.agent",
      "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from agentkit.faces import widgets\n",
      "agentkit.demo.agent (demo) imports agentkit.faces (faces)"),
@@ -158,6 +186,32 @@ def package_modules() -> list[Path]:
      "imports the private name _helper from agentkit.policy.stores.algorithm"),
     ("agentkit.policy.stores.memory", "from ...demo import faults\n",
      "agentkit.policy.stores.memory (policy) imports agentkit.demo (demo)"),
+    # a face never imports a lesson, however the import is spelled
+    ("agentkit.faces.cli", "from agentkit.lessons import show\n",
+     "agentkit.faces.cli (faces) imports agentkit.lessons (lessons)"),
+    ("agentkit.faces.mcp", "def f():\n    import agentkit.lessons.widgets\n",
+     "agentkit.faces.mcp (faces) imports agentkit.lessons.widgets (lessons)"),
+    ("agentkit.faces.otel",
+     "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+     "    from agentkit.lessons.timeline import plot_timeline\n",
+     "agentkit.faces.otel (faces) imports agentkit.lessons.timeline (lessons)"),
+    ("agentkit.faces.openai_agents", "from ..lessons import framework_cases\n",
+     "agentkit.faces.openai_agents (faces) imports agentkit.lessons.framework_cases (lessons)"),
+    ("agentkit.faces.langgraph", "from agentkit import lessons\n",
+     "agentkit.faces.langgraph (faces) imports agentkit.lessons (lessons)"),
+    ("agentkit.faces.cli",
+     "import importlib\ndef f():\n    return importlib.import_module('agentkit.lessons.exercises')\n",
+     "agentkit.faces.cli (faces) names agentkit.lessons.exercises (lessons) in a string"),
+    # the shim's allowance is for naming a lesson in a string, never for importing one
+    ("agentkit.faces.moved", "from agentkit.lessons import widgets\n",
+     "agentkit.faces.moved (faces) imports agentkit.lessons.widgets (lessons)"),
+    # nothing below the top floor imports either half of it
+    ("agentkit.demo.agent", "from agentkit.lessons.notebook import show\n",
+     "agentkit.demo.agent (demo) imports agentkit.lessons.notebook (lessons)"),
+    ("agentkit.policy.runner", "import agentkit.faces.otel\n",
+     "agentkit.policy.runner (policy) imports agentkit.faces.otel (faces)"),
+    ("agentkit.boundary.invoke", "HOME = 'agentkit.policy.runner'\n",
+     "agentkit.boundary.invoke (boundary) names agentkit.policy.runner (policy) in a string"),
 ])
 def test_the_checker_finds_a_bad_import(importer, source, expected):
     messages = [v.message for v in check_source(source, importer)]
@@ -165,13 +219,21 @@ def test_the_checker_finds_a_bad_import(importer, source, expected):
 
 
 @pytest.mark.parametrize(("importer", "source"), [
-    ("agentkit.faces.widgets", "from agentkit.policy.runner import ToolRunner\n"),
-    ("agentkit.faces.timeline",
+    ("agentkit.lessons.widgets", "from agentkit.policy.runner import ToolRunner\n"),
+    ("agentkit.lessons.timeline",
      "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from agentkit.policy.trace import TraceRecord\n"),
     ("agentkit.demo.tools", "from agentkit.boundary.spec import Effect, ToolSpec\nimport json\n"),
     ("agentkit.policy.runner", "from agentkit.policy.budget import Budget\n"),
     ("agentkit.boundary.invoke", "def _own():\n    pass\n_own()\nfrom __future__ import annotations\n"),
     ("agentkit.boundary.invoke", "import os\nos._exit\n"),  # not an agentkit module
+    # a lesson may use a face, and any layer below
+    ("agentkit.lessons.framework_runs", "def f():\n    from agentkit.faces import openai_agents\n"),
+    ("agentkit.lessons.widgets", "from agentkit.demo import matrix\nfrom agentkit.faces import cli\n"),
+    # strings that are not a higher layer's module: a logger, an attribute key, prose
+    ("agentkit.boundary.invoke", "LOG = 'agentkit'\nKEY = 'agentkit.effect'\n"),
+    ("agentkit.faces.otel", "SEE = 'agentkit.lessons.timeline draws the same calls'\n"),
+    # the one listed shim may name the new homes of what moved
+    ("agentkit.faces.moved", "MOVED = {'agentkit.faces.widgets': 'agentkit.lessons.widgets'}\n"),
 ])
 def test_the_checker_allows_a_good_import(importer, source):
     assert check_source(source, importer) == []
@@ -180,7 +242,8 @@ def test_the_checker_allows_a_good_import(importer, source):
 def test_every_package_module_is_checked():
     modules = {module_name(p) for p in package_modules()}
     for expected in ("agentkit.boundary.invoke", "agentkit.policy.runner",
-                     "agentkit.policy.stores", "agentkit.demo.matrix", "agentkit.faces.cli"):
+                     "agentkit.policy.stores", "agentkit.demo.matrix", "agentkit.faces.cli",
+                     "agentkit.lessons.widgets", "agentkit.lessons.exercises.framework"):
         assert expected in modules
     assert all(layer_of(m) is not None and layer_of(m) < len(LAYERS) for m in modules)
 
@@ -195,9 +258,79 @@ def test_module_respects_the_layers(path):
     assert not violations, "\n".join(map(str, violations))
 
 
+def face_modules() -> list[str]:
+    return [module_name(p) for p in package_modules() if layer_of(module_name(p)) == 3]
+
+
+def test_the_top_floor_is_split_by_who_touches_it():
+    """faces below lessons, both above the demo; every module of either lives in its folder."""
+    assert LAYERS.index("demo") < LAYERS.index("faces") < LAYERS.index("lessons")
+    assert LAYERS[3] == "faces"
+    faces = set(face_modules())
+    assert {"agentkit.faces.cli", "agentkit.faces.mcp", "agentkit.faces.otel",
+            "agentkit.faces.openai_agents", "agentkit.faces.pydantic_ai",
+            "agentkit.faces.langgraph", "agentkit.faces.framework"} <= faces
+    lessons = {module_name(p) for p in package_modules()} - faces
+    for learner_module in ("agentkit.lessons.widgets", "agentkit.lessons.timeline",
+                           "agentkit.lessons.notebook", "agentkit.lessons.exercises",
+                           "agentkit.lessons.framework_cases", "agentkit.lessons.framework_runs"):
+        assert learner_module in lessons
+        assert learner_module.replace("lessons", "faces", 1) not in faces
+
+
+def test_shims_are_listed_face_modules_that_name_real_lessons():
+    """The exemption is narrow: each shim is a face module that exists, and every lesson module
+    it names exists (an alias to nothing would be a broken promise, not a shim)."""
+    faces = set(face_modules())
+    for shim in SHIMS:
+        assert shim in faces, f"{shim} is not a face module"
+        path = ROOT / Path(*shim.split(".")).with_suffix(".py")
+        named = [n.value for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                 if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                 and names_layer_module(n.value) and layer_of(n.value) == LAYERS.index("lessons")]
+        assert named, f"{shim} names no lesson: it needs no exemption"
+        missing = [name for name in named if not is_module(name)]
+        assert not missing, f"{shim} names lesson modules that do not exist: {missing}"
+
+
+def test_no_face_loads_a_lesson(tmp_path):
+    """At run time too: importing every face (the shim included) and running the command line
+    leaves no ``agentkit.lessons`` module loaded. A face whose framework is not installed is
+    reported, not skipped silently."""
+    code = (
+        "import importlib, sys\n"
+        f"for name in {face_modules()!r}:\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ModuleNotFoundError as e:\n"
+        "        if (e.name or '').startswith('agentkit'):\n"
+        "            raise\n"
+        "        print('not installed:', name, e.name)\n"
+        "from agentkit.faces.cli import main\n"
+        f"assert main(['demo', '--workspace', {str(tmp_path / 'ws')!r}]) == 0\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[:2] == ['agentkit', 'lessons']))\n"
+    )
+    out = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code],
+                         capture_output=True, text=True, check=False, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "not installed" not in out.stdout, out.stdout  # the dev extra brings every framework
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_lesson_probe_sees_a_lesson():
+    """The probe above is not vacuous: a lesson module, once imported, is in ``sys.modules``
+    under the name it looks for."""
+    code = ("import sys, agentkit.lessons.exercises\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[:2] == ['agentkit', 'lessons'])[:2])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    assert out.stdout.strip() == "['agentkit.lessons', 'agentkit.lessons.exercises']"
+
+
 @pytest.mark.parametrize("modules", [
     ["agentkit"], ["agentkit.boundary"], ["agentkit.policy"],
     ["agentkit.boundary", "agentkit.policy", "agentkit"],
+    ["agentkit.faces"], ["agentkit.lessons"],
 ])
 def test_import_loads_no_heavy_dependency(modules):
     code = (
@@ -213,9 +346,9 @@ def test_import_loads_no_heavy_dependency(modules):
 
 
 def test_the_light_import_check_sees_a_heavy_module():
-    """The probe above is not vacuous: importing the faces' widgets does load ipywidgets."""
+    """The probe above is not vacuous: importing the lessons' widgets does load ipywidgets."""
     pytest.importorskip("ipywidgets")
-    code = ("import sys, agentkit.faces.widgets\n"
+    code = ("import sys, agentkit.lessons.widgets\n"
             "print('ipywidgets' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=ROOT)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from agentkit import ToolRegistry, ToolSpec, invoke_tool
-from agentkit.faces.lesson import capture_log, fresh_workspace, show
+from agentkit.lessons.notebook import capture_log, fresh_workspace, show
 
 
 def test_fresh_workspace_empties_what_a_previous_run_left(tmp_path, monkeypatch):

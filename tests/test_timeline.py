@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 
 import agentkit
 from agentkit import matrix
-from agentkit.faces.timeline import plot_timeline
+from agentkit.lessons.timeline import plot_timeline
 from agentkit.policy.trace import Trace
 
 

@@ -21,7 +21,7 @@ from agentkit.demo.agent import run_agent
 from agentkit.demo.corpus import Corpus
 from agentkit.demo.fake_model import FakeModel, ToolCall
 from agentkit.demo.tools import make_demo_registry, outbox_lines
-from agentkit.faces.widgets import AgentStepper, ApprovalPanel, FailureExplorer
+from agentkit.lessons.widgets import AgentStepper, ApprovalPanel, FailureExplorer
 
 QUESTION = "idempotency key retry"
 
@@ -263,7 +263,7 @@ def test_approval_panel_denial_is_not_shown_as_success_and_its_id_does_not_wrap(
 
 
 def test_json_data_is_shown_parsed_not_as_an_escaped_string(tmp_path, corpus):
-    from agentkit.faces.widgets import result_text
+    from agentkit.lessons.widgets import result_text
 
     runner = _runner(tmp_path, corpus)
     approval_id = _ask_to_send(runner)

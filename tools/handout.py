@@ -281,7 +281,7 @@ def save_brief_audit() -> str:
 
 
 def exercise_solutions() -> list[tuple[int, str, str, str]]:
-    from agentkit.faces import exercises
+    from agentkit.lessons import exercises
 
     found = [getattr(exercises, f"q{n}") for n in range(1, 10) if hasattr(exercises, f"q{n}")]
     return [(e.number, e.title, e.hint_text, e.solution_code) for e in found]

@@ -11,7 +11,7 @@
 - :mod:`~agentkit.demo.harness`: :func:`audit`, the same failures played on any tool of yours;
 - :mod:`~agentkit.demo.resources`: where the shipped data lives.
 
-This layer imports the boundary and the policy, never the faces above it.
+This layer imports the boundary and the policy, never the faces or the lessons above it.
 """
 
 from __future__ import annotations

@@ -1,60 +1,40 @@
-"""The faces layer: what people and hosts touch.
+"""The faces layer: what hosts touch.
 
-- :mod:`~agentkit.faces.widgets`: the notebook explorers (failure explorer, approval panel,
-  agent stepper), built on ipywidgets;
-- :mod:`~agentkit.faces.timeline`: the attempt timeline, drawn with matplotlib;
-- :mod:`~agentkit.faces.lesson`: small helpers the notebooks share (workspaces, one-line
-  results, captured log lines);
-- :mod:`~agentkit.faces.exercises`: the exercises with ``check()``, ``hint()`` and
-  ``solution()``;
-- :mod:`~agentkit.faces.cli`: ``python -m agentkit``;
+- :mod:`~agentkit.faces.cli`: ``python -m agentkit`` (also the ``agentkit`` console script);
+- :mod:`~agentkit.faces.mcp`: the registry served to MCP hosts (optional extra ``mcp``);
 - :mod:`~agentkit.faces.otel`: OpenTelemetry spans for every tool call (``instrument(runner)``,
-  optional extra ``otel``; import the module itself).
-- the framework faces (``docs/design.md#framework-faces``), each imported by name and each
-  needing its framework: :mod:`~agentkit.faces.openai_agents`,
-  :mod:`~agentkit.faces.pydantic_ai`, :mod:`~agentkit.faces.langgraph`; notebook 08 runs
-  :mod:`~agentkit.faces.framework_cases` through them (:mod:`~agentkit.faces.framework_runs`).
+  optional extra ``otel``);
+- the framework faces (``docs/design.md#framework-faces``), each needing its framework:
+  :mod:`~agentkit.faces.openai_agents`, :mod:`~agentkit.faces.pydantic_ai`,
+  :mod:`~agentkit.faces.langgraph`, and :mod:`~agentkit.faces.framework`, the few lines the
+  three share (it imports no framework).
 
-Names load on first use, so ``python -m agentkit`` needs neither ipywidgets nor matplotlib.
+Import each face by its module: the package itself loads none of them. What a learner touches
+(widgets, timelines, exercises, notebook helpers, notebook 08's framework cases) is in the
+layer above, :mod:`agentkit.lessons`. A lesson may use a face; a face never imports a lesson,
+so a host that loads a face pulls no learner code (``docs/design.md#layers``, enforced by
+``tests/test_layers.py``).
+
+For one release the old paths of what moved keep working with a ``DeprecationWarning``:
+``agentkit.faces.widgets``, ``.timeline``, ``.lesson``, ``.exercises``, ``.framework_cases``,
+``.framework_runs`` and ``from agentkit.faces import show`` (and the other names that were
+here). :mod:`~agentkit.faces.moved` serves them without importing a lesson until one is asked
+for.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # the lazy names' types, for type checkers and IDEs
-    from agentkit.faces.lesson import capture_log, fresh_workspace, show
-    from agentkit.faces.timeline import plot_timeline
-    from agentkit.faces.widgets import AgentStepper, ApprovalPanel, FailureExplorer
+from agentkit.faces import moved
 
-_HOMES = {
-    "AgentStepper": "agentkit.faces.widgets",
-    "ApprovalPanel": "agentkit.faces.widgets",
-    "FailureExplorer": "agentkit.faces.widgets",
-    "capture_log": "agentkit.faces.lesson",
-    "fresh_workspace": "agentkit.faces.lesson",
-    "plot_timeline": "agentkit.faces.timeline",
-    "show": "agentkit.faces.lesson",
-}
+moved.install()
 
-__all__ = [
-    "AgentStepper",
-    "ApprovalPanel",
-    "FailureExplorer",
-    "capture_log",
-    "fresh_workspace",
-    "plot_timeline",
-    "show",
-]
+#: The faces are modules (``from agentkit.faces import cli``); the package has no names.
+__all__: list[str] = []
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'agentkit.faces' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOMES))
+    """A name that moved to :mod:`agentkit.lessons` (``show``, ``FailureExplorer``, …), with a
+    ``DeprecationWarning``; any other name is an ``AttributeError``."""
+    return moved.moved_name(name)

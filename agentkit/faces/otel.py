@@ -498,7 +498,7 @@ def plot_spans(spans: Any, *, ax: Any = None, title: str = "") -> Any:
     their call), a bar from its start to its end, red where its status is ERROR, and ``…``
     after an attempt whose handler was still running when the boundary gave up on it.
 
-    Schematic, like :func:`agentkit.faces.timeline.plot_timeline`: starts and ends are placed
+    Schematic, like :func:`agentkit.lessons.timeline.plot_timeline`: starts and ends are placed
     at evenly spaced positions in the order they happened, so the picture is the same on
     every run; the x axis shows order, not duration. Returns the matplotlib ``Axes``.
     """

@@ -97,7 +97,7 @@ def test_the_matrix_table_fits_the_page_at_1400_px(notebooks):
 
 
 def test_own_tool_audit_cell(notebooks):
-    from agentkit.faces.exercises import q6
+    from agentkit.lessons.exercises import q6
 
     expect = _expect()
     nb = notebooks.run(notebooks.displaying("audit(", prefer=("07",)))

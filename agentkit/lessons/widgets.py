@@ -1,4 +1,4 @@
-"""The faces layer: three ipywidgets panels for the notebooks.
+"""The lessons layer: three ipywidgets panels for the notebooks.
 
 ==================  ==========================================================================
 ``FailureExplorer`` pick a failure and a side-effect level, press Run, see what the model saw,

@@ -3,7 +3,7 @@
 Each framework is driven by its **own** offline fake model — the OpenAI Agents SDK's
 ``agents.testing.ScriptedModel``, Pydantic AI's ``FunctionModel``, a LangChain
 ``GenericFakeChatModel`` in a LangGraph graph — all following one
-:class:`~agentkit.faces.framework_cases.ScriptedTurns`. Without agentkit the tool is the
+:class:`~agentkit.lessons.framework_cases.ScriptedTurns`. Without agentkit the tool is the
 framework's own, with the timeout, retry and approval settings its documentation shows; with
 agentkit it is the face over a :class:`~agentkit.ToolRunner`. A person's decision is the
 case's ``decision``. :func:`table` counts the handler's real calls per case and framework.
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentkit.faces.framework_cases import CASES, TIMEOUT_SECONDS, Bench, Case, ScriptedTurns
+from agentkit.lessons.framework_cases import CASES, TIMEOUT_SECONDS, Bench, Case, ScriptedTurns
 
 if TYPE_CHECKING:
     import pandas as pd

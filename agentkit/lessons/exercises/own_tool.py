@@ -15,7 +15,7 @@ from typing import Any
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.spec import Effect, ToolSpec
 from agentkit.demo.harness import DESIGNS, audit_records, key_design
-from agentkit.faces.exercises.framework import (
+from agentkit.lessons.exercises.framework import (
     EFFECT_CHOICES,
     Exercise,
     NotAttempted,

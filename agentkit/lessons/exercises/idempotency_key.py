@@ -8,7 +8,7 @@ from agentkit.boundary.context import CallContext
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.boundary.spec import Effect, ToolSpec
 from agentkit.demo import faults
-from agentkit.faces.exercises.framework import (
+from agentkit.lessons.exercises.framework import (
     Exercise,
     NotAttempted,
     call_answer,

@@ -9,7 +9,7 @@ from agentkit.boundary.redaction import render_value
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.boundary.spec import Effect, ToolSpec
 from agentkit.demo import faults
-from agentkit.faces.exercises.framework import (
+from agentkit.lessons.exercises.framework import (
     Exercise,
     NotAttempted,
     call_answer,

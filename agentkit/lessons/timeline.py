@@ -21,7 +21,7 @@ checked notebook) needs. The x axis then carries no numbers and its label says i
 schematic: positions show the order of events, not their durations. Pass
 ``schematic=False`` for real times, in seconds since the first step started.
 
-matplotlib is imported inside the function: ``import agentkit.faces.timeline`` costs nothing.
+matplotlib is imported inside the function: ``import agentkit.lessons.timeline`` costs nothing.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from typing import Any
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.boundary.spec import Effect, ToolSpec
 from agentkit.demo import faults
-from agentkit.faces.exercises.framework import Exercise, NotAttempted, Right
+from agentkit.lessons.exercises.framework import Exercise, NotAttempted, Right
 from agentkit.policy.backoff import no_wait
 from agentkit.policy.runner import ToolRunner
 

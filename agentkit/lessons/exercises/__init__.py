@@ -1,7 +1,7 @@
 """Exercises for ``06_exercises`` and ``07_your_own_tool``, in the style of Kaggle's learntools.
 
-    >>> from agentkit.faces.exercises import q1, q2, q3, q4, q5      # notebook 06
-    >>> from agentkit.faces.exercises import q6, q7                  # notebook 07
+    >>> from agentkit.lessons.exercises import q1, q2, q3, q4, q5      # notebook 06
+    >>> from agentkit.lessons.exercises import q6, q7                  # notebook 07
     >>> q1.check(draft_status)      # prints "Correct: …", "Incorrect: …" or "Not attempted yet: …"
     >>> q1.hint()                   # a nudge
     >>> q1.solution()               # one answer that passes, as code
@@ -14,12 +14,12 @@ answers that behave the same pass or fail together, however differently they are
 and the message says what happened ("the runner saved it a second time: 2 handler calls"),
 because that is what the lesson is about.
 
-The checker framework is :mod:`~agentkit.faces.exercises.framework`; each exercise lives in
-its own module beside it (:mod:`~agentkit.faces.exercises.status_lookup`,
-:mod:`~agentkit.faces.exercises.effect_levels`, :mod:`~agentkit.faces.exercises.idempotency_key`,
-:mod:`~agentkit.faces.exercises.redaction`, :mod:`~agentkit.faces.exercises.read_limits`, and
-for notebook 07 :mod:`~agentkit.faces.exercises.own_tool` and
-:mod:`~agentkit.faces.exercises.audit_reading`, which judge with :func:`agentkit.demo.audit`).
+The checker framework is :mod:`~agentkit.lessons.exercises.framework`; each exercise lives in
+its own module beside it (:mod:`~agentkit.lessons.exercises.status_lookup`,
+:mod:`~agentkit.lessons.exercises.effect_levels`, :mod:`~agentkit.lessons.exercises.idempotency_key`,
+:mod:`~agentkit.lessons.exercises.redaction`, :mod:`~agentkit.lessons.exercises.read_limits`, and
+for notebook 07 :mod:`~agentkit.lessons.exercises.own_tool` and
+:mod:`~agentkit.lessons.exercises.audit_reading`, which judge with :func:`agentkit.demo.audit`).
 
 Runners made here get a ``sleep`` that returns at once, so a check never waits on backoff,
 whether or not :func:`agentkit.set_testing` was called.
@@ -27,11 +27,11 @@ whether or not :func:`agentkit.set_testing` was called.
 
 from __future__ import annotations
 
-from agentkit.faces.exercises.audit_reading import FLAWED_SOURCE, AuditReadingExercise, q7
-from agentkit.faces.exercises.effect_levels import TOOLS_TO_CLASSIFY, EffectLevelExercise, q2
-from agentkit.faces.exercises.framework import EFFECT_CHOICES, Exercise
-from agentkit.faces.exercises.idempotency_key import IdempotencyKeyExercise, q3
-from agentkit.faces.exercises.own_tool import (
+from agentkit.lessons.exercises.audit_reading import FLAWED_SOURCE, AuditReadingExercise, q7
+from agentkit.lessons.exercises.effect_levels import TOOLS_TO_CLASSIFY, EffectLevelExercise, q2
+from agentkit.lessons.exercises.framework import EFFECT_CHOICES, Exercise
+from agentkit.lessons.exercises.idempotency_key import IdempotencyKeyExercise, q3
+from agentkit.lessons.exercises.own_tool import (
     REMINDER,
     REMINDER_CHANGED,
     OwnToolExercise,
@@ -39,15 +39,15 @@ from agentkit.faces.exercises.own_tool import (
     reminder_tool,
     set_reminder,
 )
-from agentkit.faces.exercises.read_limits import ReadLimitsExercise, q5
-from agentkit.faces.exercises.redaction import (
+from agentkit.lessons.exercises.read_limits import ReadLimitsExercise, q5
+from agentkit.lessons.exercises.redaction import (
     SERVICES,
     RedactionExercise,
     connect_report,
     q4,
     report_registry,
 )
-from agentkit.faces.exercises.status_lookup import StatusLookupExercise, q1, save_draft
+from agentkit.lessons.exercises.status_lookup import StatusLookupExercise, q1, save_draft
 
 __all__ = [
     "EFFECT_CHOICES",

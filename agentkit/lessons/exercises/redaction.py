@@ -9,7 +9,7 @@ from typing import Any
 from agentkit.boundary.invoke import invoke_tool
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.boundary.spec import Effect, ToolSpec
-from agentkit.faces.exercises.framework import Exercise, Right
+from agentkit.lessons.exercises.framework import Exercise, Right
 
 __all__ = ["SERVICES", "RedactionExercise", "connect_report", "q4", "report_registry"]
 

@@ -15,8 +15,8 @@ from typing import Any
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.spec import Effect, ToolSpec
 from agentkit.demo.harness import audit_records
-from agentkit.faces.exercises.framework import Exercise, Right
-from agentkit.faces.exercises.own_tool import REMINDER, REMINDER_CHANGED, reminder_tool
+from agentkit.lessons.exercises.framework import Exercise, Right
+from agentkit.lessons.exercises.own_tool import REMINDER, REMINDER_CHANGED, reminder_tool
 
 __all__ = ["FLAWED_SOURCE", "AuditReadingExercise", "flawed_reminder_tool", "q7"]
 
