@@ -10,10 +10,19 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sani
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml jupyter-config/overrides.json
+## pip's editable install of agentkit is an import hook (the agentkit.data -> data/ mapping
+## rules out a plain path), which type checkers cannot run: outside this folder mypy and
+## pyright would not find agentkit. A static path entry to a folder holding only a link to
+## agentkit/ lets them find it (py.typed included); agentkit.data still comes from the hook.
+STATIC := $(VENV)/static-path
+
+$(STAMP): pyproject.toml jupyter-config/overrides.json Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	mkdir -p $(STATIC)
+	ln -sfn "$(CURDIR)/agentkit" $(STATIC)/agentkit
+	$(BIN)/python -c 'import pathlib, sys, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "agentkit-static-path.pth").write_text(sys.argv[1] + "\n")' "$(abspath $(STATIC))"
 	mkdir -p $(VENV)/share/jupyter/lab/settings
 	cp jupyter-config/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	touch $(STAMP)

@@ -4,6 +4,7 @@ runner never asks again: real handler call counts at every side-effect level."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -15,6 +16,7 @@ from agentkit import (
     ToolRegistry,
     ToolRunner,
     ToolSpec,
+    ainvoke_tool,
     invoke_tool,
 )
 from agentkit.boundary.errors import (
@@ -45,7 +47,70 @@ def test_the_boundary_maps_it_to_invalid_arguments_with_the_message_as_detail(ca
     assert result == {"ok": False, "error": "invalid_arguments", "retryable": False,
                       "detail": "no order has this id: list the orders first"}
     assert counted.calls == 1
-    assert "InvalidInput" in caplog.text  # the operator sees the exception
+    assert "InvalidInput" in caplog.text  # the operator sees which exception said so
+
+
+class NoSuchTicket(InvalidInput, LookupError):
+    """A handler's own kind of "your input was wrong"."""
+
+
+def get_ticket(ticket_id: str) -> dict:
+    """Read a ticket."""
+    raise NoSuchTicket(f"no ticket {ticket_id}: list the tickets first")
+
+
+def test_the_models_mistake_is_logged_at_info_without_a_traceback_like_the_schemas(caplog):
+    """Issue 30: every "no such ticket" was an ERROR with a whole traceback; it is the
+    model's mistake, logged as the schema's own invalid_arguments is: INFO, one line."""
+    counted = faults.count_calls(get_ticket)
+    registry = ToolRegistry([ToolSpec("get_ticket", "Read a ticket.", "read", 2.0, 3, 300, counted)])
+    with caplog.at_level(logging.DEBUG, logger="agentkit"):
+        refused = invoke_tool(registry, "get_ticket", {"ticket": "T-9"})  # the schema's refusal
+        mistaken = invoke_tool(registry, "get_ticket", {"ticket_id": "T-9"})  # the handler's
+    assert refused["error"] == mistaken["error"] == "invalid_arguments"
+    assert counted.calls == 1
+    records = [r for r in caplog.records if r.name == "agentkit"]
+    assert [r.levelno for r in records] == [logging.INFO, logging.INFO]
+    assert all(r.exc_info is None for r in records)  # no traceback
+    assert records[1].getMessage().endswith(
+        "get_ticket: invalid arguments (the handler's NoSuchTicket): "
+        "no ticket T-9: list the tickets first")
+    assert "\n" not in records[1].getMessage()
+
+
+@pytest.mark.parametrize("way", ["invoke_tool", "ainvoke_tool", "runner", "approved"])
+def test_every_path_logs_it_at_info_and_a_real_failure_at_error_with_its_traceback(caplog, way):
+    def broken(order_id: str) -> dict:
+        """Look an order up."""
+        raise RuntimeError("the order service has a bug")
+
+    for handler, level in ((lookup_order, logging.INFO), (broken, logging.ERROR)):
+        effect = Effect.IRREVERSIBLE_WRITE if way == "approved" else Effect.READ
+        spec, counted = spec_of(effect, handler)
+        registry = ToolRegistry([spec])
+        runner = ToolRunner(registry, sleep=no_wait)
+        asked = runner.call("order", {"order_id": "o-9"}) if way == "approved" else None
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="agentkit"):
+            if way == "invoke_tool":
+                result = invoke_tool(registry, "order", {"order_id": "o-9"})
+            elif way == "ainvoke_tool":
+                result = asyncio.run(ainvoke_tool(registry, "order", {"order_id": "o-9"}))
+            elif way == "runner":
+                result = runner.call("order", {"order_id": "o-9"})
+            else:
+                assert asked is not None
+                result = runner.approve(asked["approval_id"])
+        expected = "invalid_arguments" if level == logging.INFO else "tool_failure"
+        assert result["error"] == expected
+        assert counted.calls == 1  # neither is retried
+        said = [r for r in caplog.records if r.name == "agentkit" and "order" in r.getMessage()
+                and ("invalid arguments" in r.getMessage() or "handler raised" in r.getMessage())]
+        assert [r.levelno for r in said] == [level]
+        if level == logging.ERROR:
+            assert said[0].exc_info is not None and said[0].exc_info[0] is RuntimeError
+        else:
+            assert said[0].exc_info is None
 
 
 @pytest.mark.parametrize("effect", [Effect.READ, Effect.REVERSIBLE_WRITE])

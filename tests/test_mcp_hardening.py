@@ -288,6 +288,35 @@ def test_the_readme_script_serves_its_tools_and_a_person_approves_with_the_cli(t
     assert (workspace / "mcp-secret").read_bytes() == secret  # kept across restarts
 
 
+def test_the_readme_scripts_reversible_write_runs_once_per_request_across_a_restart(
+    tmp_path: Path,
+) -> None:
+    """create_ticket is id-addressed: the same request replays (in the server and after its
+    restart, from the SQLite store), the same request_id with another title is a conflict;
+    one ticket in the ledger."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "my_server.py").write_text(readme_server(), encoding="utf-8")
+    workspace = tmp_path / "state"
+    env = {"HOME": str(tmp_path), "MY_SERVER_WORKSPACE": str(workspace)}
+    params = StdioServerParameters(command=sys.executable, args=[str(folder / "my_server.py")],
+                                   env=env, cwd=str(folder))
+    ticket = {"request_id": "r-7", "title": "Printer jam"}
+
+    async def session(*calls: dict[str, Any]) -> list[dict[str, Any]]:
+        async with Client(params, read_timeout_seconds=60) as client:
+            return [structured(await client.call_tool("create_ticket", call)) for call in calls]
+
+    made, again = anyio.run(session, ticket, ticket)
+    assert made["ok"] is True and made["replayed"] is False and made["attempts"] == 1
+    assert json.loads(made["data"])["ticket"] == "T-r-7"
+    assert again["ok"] is True and again["replayed"] is True and again["data"] == made["data"]
+    (after_restart, changed) = anyio.run(session, ticket, {**ticket, "title": "Paper jam"})
+    assert after_restart["replayed"] is True and after_restart["data"] == made["data"]
+    assert changed["error"] == "idempotency_conflict"
+    assert len((workspace / "tickets.jsonl").read_text().splitlines()) == 1  # one real call
+
+
 def test_the_readme_script_accepts_an_answer_across_a_restart(tmp_path: Path) -> None:
     """Elicitation state survives a restart: a request_state minted by one server process is
     accepted by the next, because the secret lives in the workspace."""

@@ -25,7 +25,13 @@ from agentkit.boundary.concurrency import (
     run_limited,
 )
 from agentkit.boundary.context import CallContext
-from agentkit.boundary.errors import ErrorCode, classify_exception, failure, handler_failure
+from agentkit.boundary.errors import (
+    ErrorCode,
+    InvalidInput,
+    classify_exception,
+    failure,
+    handler_failure,
+)
 from agentkit.boundary.redaction import safe_name, shape_output, type_name
 from agentkit.boundary.registry import RegisteredTool, ToolRegistry
 from agentkit.boundary.schema import check_arguments
@@ -309,6 +315,14 @@ def conclude(entry: RegisteredTool, attempt: Attempt, status: str, call_id: str)
                 call_id, spec.name,
             )
             return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=spec.effect is Effect.READ)
+        if isinstance(attempt.error, InvalidInput):
+            # The model's mistake, not the tool's: said like the schema's own refusal, at
+            # INFO and without a traceback (the detail is what the model reads).
+            log.info(
+                "%s %s: invalid arguments (the handler's %s): %s",
+                call_id, spec.name, type(attempt.error).__name__, attempt.error.detail,
+            )
+            return handler_failure(attempt.error, ErrorCode.INVALID_ARGUMENTS)
         code = classify_exception(attempt.error)
         log.error(
             "%s %s: handler raised %s -> %s",

@@ -9,8 +9,10 @@ registration; nothing about a tool is worked out again per call.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +24,13 @@ from agentkit.boundary.schema import Validator, compile_validator, derive_parame
 from agentkit.boundary.spec import Effect, ToolSpec
 
 FORMATS = ("anthropic", "mcp", "openai")
+
+log = logging.getLogger("agentkit")
+
+#: The reversible writes already warned about (by identity): one warning per spec, however
+#: many registries it joins.
+_warned: weakref.WeakValueDictionary[int, ToolSpec] = weakref.WeakValueDictionary()
+_warned_lock = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +70,7 @@ class ToolRegistry:
         """Add a tool; returns the spec as registered (with its parameters filled in)."""
         if not isinstance(spec, ToolSpec):
             raise TypeError("register() takes a ToolSpec")
+        given = spec
         if spec.parameters is None:
             spec = dataclasses.replace(spec, parameters=derive_parameters(spec.handler))
         validator = compile_validator(spec.parameters)  # type: ignore[arg-type]
@@ -69,6 +79,8 @@ class ToolRegistry:
             if spec.name in self._entries:
                 raise ValueError("duplicate_tool")
             self._entries[spec.name] = RegisteredTool(spec, validator, slot, is_coroutine_handler(spec.handler))
+        if spec.effect is Effect.REVERSIBLE_WRITE and spec.status_lookup is None:
+            _warn_no_lookup(given, spec)
         return spec
 
     def add_policy(self, policy: Policy) -> None:
@@ -108,6 +120,24 @@ class ToolRegistry:
         if format not in FORMATS:
             raise ValueError(f"unknown format {format!r}; choose one of: {', '.join(FORMATS)}")
         return [_DESCRIBE[format](spec) for spec in self]
+
+
+def _warn_no_lookup(given: ToolSpec, registered: ToolSpec) -> None:
+    """Say once, when a reversible write without a status lookup is registered, what a
+    timeout will do to it (the spec given and the copy registered count as one)."""
+    with _warned_lock:
+        if _warned.get(id(given)) is given:
+            _warned[id(registered)] = registered
+            return
+        _warned[id(given)] = given
+        _warned[id(registered)] = registered
+    log.warning(
+        "%s is a reversible_write with no status_lookup: after a timeout or a lost "
+        "connection nothing can tell whether the write landed, so that call answers "
+        "outcome_unknown and so does every later call with its key until a person releases "
+        "it (store.release(key)); a status_lookup would settle it",
+        registered.name,
+    )
 
 
 def _openai(spec: ToolSpec) -> dict[str, Any]:

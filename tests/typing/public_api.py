@@ -56,6 +56,13 @@ def build_registry() -> ToolRegistry:
         required_scopes=frozenset({"notes:read"}),
     )
     assert_type(registry.register(spec), ToolSpec)
+    # As people write them (issue 30): the effect's plain name, a set of scopes; a made spec
+    # still holds an Effect and a frozenset.
+    named = ToolSpec("search_again", "Search the notes.", "read", 1.0, 2, 2_000, search,
+                     required_scopes={"notes:read"})
+    assert_type(named.effect, Effect)
+    assert_type(named.required_scopes, frozenset[str])
+    assert_type(CallContext(scopes={"notes:read"}).scopes, frozenset[str])
     registry.register(ToolSpec("search_notes", "Search the notes (async).", Effect.READ,
                                1.0, 1, 2_000, search_notes))
     assert_type(registry.get("search"), ToolSpec | None)
