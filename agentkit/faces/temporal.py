@@ -70,51 +70,65 @@ from agentkit.boundary.registry import ToolRegistry
 from agentkit.faces.durable import STILL_RUNNING, WorkflowRunners, call_id
 from agentkit.policy.runner import ToolRunner
 
-__all__ = ["activities"]
+__all__ = ["ToolActivities", "activities"]
 
 
 def activities(registry: ToolRegistry, store: Any, **runner_options: Any) -> list[Callable[..., Any]]:
-    """The three activity definitions, to pass to a ``Worker(activities=...)``.
+    """The three activity definitions, to pass to a ``Worker(activities=...)``:
+    ``agentkit_call``, ``agentkit_approve`` and ``agentkit_deny`` (the bound methods of one
+    :class:`ToolActivities`, whose ``runner_for`` each has as ``__self__``)."""
+    tools = ToolActivities(registry, store, **runner_options)
+    return [tools.call, tools.approve, tools.deny]
+
+
+class ToolActivities:
+    """The registry's tools as three Temporal activities sharing one runner per workflow.
 
     ``store`` is a durable agentkit store every worker shares (SQLite on one machine,
     PostgreSQL for several hosts). ``runner_options`` are :class:`~agentkit.ToolRunner`'s
     keywords, plus ``budget`` (a :class:`~agentkit.Budget` for all workflows, or a function of
     the workflow id giving each its own; in memory); a ``context`` gives the principal and
     scopes, its task id becomes the workflow id. The activities are ``async``: they run on the
-    worker's event loop, a sync handler on agentkit's worker threads.
+    worker's event loop, a sync handler on agentkit's worker threads, so the Worker needs no
+    ``activity_executor``.
     """
-    budget = runner_options.pop("budget", None)
-    runners = WorkflowRunners(registry, store, budget, runner_options)
+
+    def __init__(self, registry: ToolRegistry, store: Any, **runner_options: Any) -> None:
+        budget = runner_options.pop("budget", None)
+        self._runners = WorkflowRunners(registry, store, budget, runner_options)
+        self.registry = registry
+        self.store = store
+
+    def runner_for(self, workflow_id: str) -> ToolRunner:
+        """The runner of workflow ``workflow_id`` (its task id), from anywhere."""
+        return self._runners.get(workflow_id)
 
     @activity.defn(name="agentkit_call")
-    async def agentkit_call(name: Any, arguments: Any) -> dict[str, Any]:
+    async def call(self, name: Any, arguments: Any) -> dict[str, Any]:
         """One model tool call through agentkit's policy."""
-        runner, this = _here(runners)
+        runner, this = self._here()
         return _answer(await runner.acall(name, arguments, call_id=this))
 
     @activity.defn(name="agentkit_approve")
-    async def agentkit_approve(approval_id: Any) -> dict[str, Any]:
+    async def approve(self, approval_id: Any) -> dict[str, Any]:
         """A person approved: run the call once (again: the same result)."""
-        runner, this = _here(runners)
+        runner, this = self._here()
         return _answer(await runner.aapprove(approval_id, call_id=this))
 
     @activity.defn(name="agentkit_deny")
-    async def agentkit_deny(approval_id: Any) -> dict[str, Any]:
+    async def deny(self, approval_id: Any) -> dict[str, Any]:
         """A person denied: settle the call as ``forbidden``; nothing runs."""
-        runner, this = _here(runners)
+        runner, this = self._here()
         return _answer(await runner.adeny(approval_id, call_id=this))
 
-    return [agentkit_call, agentkit_approve, agentkit_deny]
-
-
-def _here(runners: WorkflowRunners) -> tuple[ToolRunner, str]:
-    """This activity's runner and call id: its workflow's, and ``workflow_id:activity_id``.
-    An activity started on its own (no workflow) is named by its own id, which its retries
-    keep."""
-    info = activity.info()
-    if info.workflow_id is None:
-        return runners.get(f"activity:{info.activity_id}"), info.activity_id
-    return runners.get(info.workflow_id), call_id(info.workflow_id, info.activity_id)
+    def _here(self) -> tuple[ToolRunner, str]:
+        """This activity's runner and call id: its workflow's, and
+        ``workflow_id:activity_id``. An activity started on its own (no workflow) is named by
+        its own id, which its retries keep."""
+        info = activity.info()
+        if info.workflow_id is None:
+            return self._runners.get(f"activity:{info.activity_id}"), info.activity_id
+        return self._runners.get(info.workflow_id), call_id(info.workflow_id, info.activity_id)
 
 
 def _answer(result: dict[str, Any]) -> dict[str, Any]:
