@@ -564,3 +564,76 @@ def test_bad_setup_is_refused_when_made(tmp_path):
     with pytest.raises(TypeError, match="approval_id"):
         decision_topic("")
     store.close()
+
+
+# --------------------------------------------------------------------------- the approvals CLI
+
+
+def cli_decide(capsys, *argv: str) -> tuple[int, str, str]:
+    from agentkit.faces import cli
+
+    status = cli.main(["approvals", *argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_the_cli_sends_a_persons_decision_to_the_waiting_workflow(dbos_app, tmp_path, capsys):
+    kit = Tools(tmp_path)
+    handle = start(ask_and_wait, "ada", 30.0, workflow_id="cli-pay")
+    assert HERE["waiting"].wait(30)
+    approval_id = HERE["asked"]["approval_id"]
+    status, out, err = cli_decide(capsys, "approve", approval_id, "--store", str(kit.store.path),
+                                  "--dbos-workflow", "cli-pay", "--dbos-system-database", dbos_app)
+    assert (status, err) == (0, "")
+    assert out == f"sent: approve {approval_id} to DBOS workflow cli-pay (its own step settles the call)\n"
+    result = handle.get_result(polling_interval_sec=0.02)
+    assert result["settled"]["data"] == "paid 1 cents to ada"
+    assert kit.count("send_payment") == 1  # paid by the workflow's step, not by the CLI
+    # the workflow has ended: a second decision is refused, one line, exit 2
+    status, out, err = cli_decide(capsys, "deny", approval_id, "--store", str(kit.store.path),
+                                  "--dbos-workflow", "cli-pay", "--dbos-system-database", dbos_app)
+    assert status == 2 and out == "" and err.count("\n") == 1
+    assert "no pending approval" in err
+
+
+def test_the_cli_refuses_bad_dbos_input_in_one_line(dbos_app, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("DBOS_SYSTEM_DATABASE_URL", raising=False)
+    kit = Tools(tmp_path)
+    handle = start(ask_and_wait, "eve", 30.0, workflow_id="cli-pay-2")
+    assert HERE["waiting"].wait(30)
+    approval_id = HERE["asked"]["approval_id"]
+    store = ["--store", str(kit.store.path)]
+    url = ["--dbos-system-database", dbos_app]
+    cases = [
+        (["list", *store, "--dbos-workflow", "cli-pay-2"], "goes with approve or deny"),
+        (["approve", approval_id, *store, "--dbos-workflow", "cli-pay-2"],
+         "give --dbos-system-database"),
+        (["approve", approval_id, *store, *url], "go with --dbos-workflow"),
+        (["approve", "apr-nope", *store, *url, "--dbos-workflow", "cli-pay-2"],
+         "no pending approval apr-nope"),
+        (["approve", approval_id, *store, *url, "--dbos-workflow", "another"],
+         "was asked by workflow cli-pay-2, not another"),
+        (["approve", approval_id, "--store", str(tmp_path / "missing.sqlite3"), *url,
+          "--dbos-workflow", "cli-pay-2"], "no such store"),
+        (["approve", approval_id, *store, "--dbos-workflow", "cli-pay-2",
+          "--dbos-system-database", f"sqlite:///{tmp_path / 'nothing.sqlite'}"],
+         "no such DBOS system database"),
+        (["approve", approval_id, *store, "--dbos-workflow", "cli-pay-2",
+          "--dbos-system-database", "postgresql://agent:s3cret-pw@127.0.0.1:1/none"],
+         "cannot open the DBOS system database"),
+        (["approve", approval_id, *store, "--dbos-workflow", "cli-pay-2",
+          "--dbos-system-database", f"sqlite:///{kit.store.path}"],  # not DBOS's database
+         "cannot read DBOS workflow"),
+    ]
+    for argv, expected in cases:
+        status, out, err = cli_decide(capsys, *argv)
+        assert status == 2, (argv, out, err)
+        assert out == "" and err.count("\n") == 1 and expected in err, (argv, err)
+        assert "Traceback" not in err and "s3cret-pw" not in err
+    assert not (tmp_path / "nothing.sqlite").exists()  # nothing was created
+    # the workflow still waits: the right decision still reaches it
+    status, _, _ = cli_decide(capsys, "deny", approval_id, *store, *url,
+                              "--dbos-workflow", "cli-pay-2")
+    assert status == 0
+    assert handle.get_result(polling_interval_sec=0.02)["settled"]["error"] == "forbidden"
+    assert kit.count("send_payment") == 0

@@ -39,15 +39,24 @@ the same id replays what the earlier one settled. Importing this module imports 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from dbos import DBOS, DBOSClient, StepOptions
+from dbos import error as dbos_error
 
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.faces.durable import BudgetChoice, WorkflowRunners, call_id
 from agentkit.policy.runner import ToolRunner
 
-__all__ = ["DurableTools", "decision_topic", "send_decision", "send_decision_async"]
+__all__ = [
+    "DecisionNotSent",
+    "DurableTools",
+    "decision_topic",
+    "deliver_decision",
+    "send_decision",
+    "send_decision_async",
+]
 
 #: What the topic of an approval's decision starts with; the approval id follows.
 TOPIC_PREFIX = "agentkit.approval:"
@@ -202,6 +211,77 @@ async def send_decision_async(workflow_id: str, approval_id: str, approved: bool
         await DBOS.send_async(workflow_id, approved, topic, idempotency_key=key)
     else:
         await client.send_async(workflow_id, approved, topic, key)
+
+
+class DecisionNotSent(Exception):
+    """A decision :func:`deliver_decision` could not send; its text is one line naming the
+    workflow or the database (never its password) and the reason."""
+
+
+#: The workflow states in which a workflow may still receive a decision.
+WAITING_STATES = frozenset({"PENDING", "ENQUEUED", "DELAYED"})
+
+
+def deliver_decision(system_database_url: str, workflow_id: str, approval_id: str,
+                     approved: bool, *, dbos_system_schema: str = "dbos") -> None:
+    """Send a person's decision from a process that is not the DBOS application (the approvals
+    CLI): open DBOS's system database with a ``DBOSClient`` (creating nothing: a SQLite file
+    must exist), check that the workflow exists and has not ended, then :func:`send_decision`.
+    Anything that stops it is :class:`DecisionNotSent`, one line."""
+    where = _safe_url(system_database_url)
+    if system_database_url.startswith("sqlite"):
+        path = system_database_url.split("///", 1)[1] if "///" in system_database_url else ""
+        if not path or not Path(path).is_file():
+            raise DecisionNotSent(f"{where}: no such DBOS system database (give an existing one)")
+    try:
+        client = DBOSClient(system_database_url=system_database_url,
+                            dbos_system_schema=dbos_system_schema, retry_connection_errors=False)
+    except Exception as exc:
+        raise DecisionNotSent(f"{where}: cannot open the DBOS system database "
+                              f"({_reason(exc, system_database_url)})"
+                              ) from None
+    try:
+        try:
+            status = client.retrieve_workflow(workflow_id).get_status().status
+        except dbos_error.DBOSNonExistentWorkflowError:
+            raise DecisionNotSent(f"no DBOS workflow {workflow_id!r} in {where}") from None
+        except Exception as exc:
+            raise DecisionNotSent(f"{where}: cannot read DBOS workflow {workflow_id!r} "
+                                  f"({_reason(exc, system_database_url)})") from None
+        if status not in WAITING_STATES:
+            raise DecisionNotSent(f"DBOS workflow {workflow_id!r} is {status}: nothing waits "
+                                  "for a decision there")
+        try:
+            send_decision(workflow_id, approval_id, approved, client=client)
+        except Exception as exc:
+            raise DecisionNotSent(f"{where}: the decision was not sent "
+                                  f"({_reason(exc, system_database_url)})") from None
+    finally:
+        client.destroy()
+
+
+def _safe_url(url: str) -> str:
+    """The URL as it may be shown: no password."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "the DBOS system database URL (unreadable)"
+
+
+def _reason(exc: BaseException, url: str) -> str:
+    """The error's first 200 characters on one line, without the URL's password."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    try:
+        from sqlalchemy.engine import make_url
+
+        password = make_url(url).password
+    except Exception:
+        password = None
+    if password:
+        text = text.replace(str(password), "***")
+    return text[:200]
 
 
 def _message(workflow_id: str, approval_id: str, approved: bool) -> tuple[str, str]:
