@@ -14,6 +14,10 @@
   needing its framework: :mod:`~agentkit.faces.openai_agents`,
   :mod:`~agentkit.faces.pydantic_ai`, :mod:`~agentkit.faces.langgraph`; notebook 08 runs
   :mod:`~agentkit.faces.framework_cases` through them (:mod:`~agentkit.faces.framework_runs`).
+- the durable-engine faces (``docs/design.md#durable-engines``), each imported by name and
+  each needing its engine: :mod:`~agentkit.faces.dbos` (``DurableTools``, extra ``dbos``) and
+  :mod:`~agentkit.faces.temporal` (``activities``, extra ``temporal``), sharing
+  :mod:`~agentkit.faces.durable` (one runner per workflow).
 
 Names load on first use, so ``python -m agentkit`` needs neither ipywidgets nor matplotlib.
 """
