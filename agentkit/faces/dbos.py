@@ -30,7 +30,9 @@ A person's decision waits durably, with DBOS's own messages: :meth:`DurableTools
 is ``DBOS.recv`` on a topic named for the approval, and :func:`send_decision` (``DBOS.send``,
 or a ``DBOSClient``'s from outside the application) answers it. The wait survives a crash: the
 approval lives in agentkit's store, its id in the workflow's checkpoint, and a decision sent
-while no worker runs is received by the one that recovers the workflow.
+while no worker runs is received by the one that recovers the workflow. From a terminal,
+``python -m agentkit approvals approve ID --dbos-workflow WF --dbos-system-database URL`` sends
+it (:func:`deliver_decision`: it checks the workflow first, and creates nothing).
 
 The workflow id is the business identity of the run (an order, an invoice): a new run under
 the same id replays what the earlier one settled. Importing this module imports DBOS (extra
