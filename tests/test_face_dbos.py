@@ -548,12 +548,13 @@ def test_a_budget_per_workflow(dbos_app, tmp_path):
     assert kit.count("search") == 2
 
 
-def test_bad_setup_is_refused_when_made(tmp_path):
+def test_bad_setup_is_refused_when_made(tmp_path, caplog):
     registry = ToolRegistry([])
     with pytest.raises(ValueError, match="durable store"):
-        DurableTools(registry, IdempotencyStore())
-    with pytest.raises(ValueError, match="durable store"):
         DurableTools(registry, None)
+    with caplog.at_level("WARNING", logger="agentkit"):
+        DurableTools(registry, IdempotencyStore())  # works in one process, says what it risks
+    assert "its keys die with this process" in caplog.text
     store = SQLiteIdempotencyStore(tmp_path / "s.sqlite3")
     with pytest.raises(TypeError):
         DurableTools(registry, store, slep=lambda s: None)  # a misspelled runner option

@@ -307,7 +307,10 @@ def test_activities_and_their_names(tmp_path):
     assert names == ["agentkit_call", "agentkit_approve", "agentkit_deny"]
     assert isinstance(definitions[0].__self__, ToolActivities)  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="durable store"):
-        activities(bench.registry, IdempotencyStore())
+        activities(bench.registry, None)
+    with pytest.raises(TypeError):
+        activities(bench.registry, bench.store, retries=3)  # not a runner option
+    assert len(activities(bench.registry, IdempotencyStore())) == 3  # one process: a warning
 
 
 # --------------------------------------------------------------------------- the real server

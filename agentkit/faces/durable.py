@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -27,6 +28,8 @@ from agentkit.policy.runner import ToolRunner
 from agentkit.policy.stores.memory import IdempotencyStore
 
 __all__ = ["STILL_RUNNING", "WorkflowRunners", "call_id"]
+
+log = logging.getLogger("agentkit")
 
 #: The codes that say an earlier attempt of the same call may still be running (``in_progress``)
 #: or that nothing could start yet (``busy``): nothing ran, so the engine may try again later.
@@ -61,10 +64,14 @@ class WorkflowRunners:
                  options: Mapping[str, Any]) -> None:
         if not isinstance(registry, ToolRegistry):
             raise TypeError(f"registry must be a ToolRegistry, not {type(registry).__name__}")
-        if store is None or isinstance(store, IdempotencyStore):
+        if store is None:
             raise ValueError("a durable face needs a durable store (SQLiteIdempotencyStore, "
                              "PostgresIdempotencyStore): the workers, and the process that "
                              "recovers a crashed one, must all see the same keys")
+        if isinstance(store, IdempotencyStore):
+            log.warning("a durable face on the in-memory IdempotencyStore: its keys die with "
+                        "this process, so a workflow recovered elsewhere may write again; give "
+                        "it a SQLiteIdempotencyStore or a PostgresIdempotencyStore")
         options = dict(options)
         context = options.pop("context", None) or CallContext()
         if not isinstance(context, CallContext):
