@@ -9,6 +9,7 @@ it ran on (CPU count, load, Python, every peer's version) are written to
 benchmarks/results/latest.md and latest.csv; ``--readme`` also puts them in README.md.
 
 Usage: python benchmarks/run.py [--skip-slow] [--no-install] [--rounds N] [--readme]
+       python benchmarks/run.py --only dbos     one group (or several: --only sync,dbos), printed
 """
 
 from __future__ import annotations
@@ -50,9 +51,11 @@ README_END = "<!-- bench:end -->"
 #: Distributions whose versions the report names (peers first; absent ones say so).
 VERSIONS = (
     "openai-agents", "mcp", "langchain-core", "pydantic-ai-slim", "pydantic", "fastjsonschema",
-    "psycopg", "agentkit",
+    "psycopg", "dbos", "agentkit",
 )
 RSS_CALLS = 100_000
+#: The groups ``--only`` may name, in the order a whole run times them.
+GROUPS = ("sync", "async", "output", "tracing", "redaction", "durable", "dbos", "whole")
 NBVAL = [
     "--nbval", "--nbval-current-env", "--nbval-sanitize-with", "notebooks/nbval_sanitize.cfg",
 ]
@@ -254,7 +257,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-postgres", action="store_true",
                         help="without AGENTKIT_TEST_PG_DSN, do not start a cluster either")
     parser.add_argument("--out", default=str(RESULTS), help="folder for latest.md and latest.csv")
+    parser.add_argument("--only", metavar="GROUP[,GROUP]", default="",
+                        help=("time only these groups (" + ", ".join(GROUPS) + ") and print "
+                              "their goals; nothing is written (the results files and the "
+                              "README hold whole runs only)"))
     args = parser.parse_args(argv)
+    only = {name.strip() for name in args.only.split(",") if name.strip()}
+    if only - set(GROUPS):
+        parser.error(f"--only: unknown group(s) {', '.join(sorted(only - set(GROUPS)))}; "
+                     f"choose from {', '.join(GROUPS)}")
+    if only and args.readme:
+        parser.error("--only and --readme do not go together: the README holds whole runs")
+
+    def wanted(name: str) -> bool:
+        return not only or name in only
 
     install_failures = {} if args.no_install else install_bench_extra()
     import agentkit
@@ -288,6 +304,63 @@ def main(argv: list[str] | None = None) -> int:
         rows.extend(path_rows(title, paths, find(paths, reference)))
         return paths
 
+    if wanted("sync"):
+        sync_goals(group, goals)
+    if wanted("async"):
+        async_goals(group, goals, rows)
+    if wanted("output"):
+        output = group("output", suites.output_paths(), "agentkit: invoke_tool, 10 KB")
+        goals.append(ratio_goal("output: 10 MB ≤ 2× the 10 KB case", output,
+                                "agentkit: invoke_tool, 10 MB", "agentkit: invoke_tool, 10 KB",
+                                "<=", 2.0))
+    if wanted("tracing"):
+        tracing = group("tracing", suites.tracing_paths(), "agentkit: ToolRunner.call, read")
+        goals.append(ratio_goal(
+            "tracing: call instrumented, no-op tracer provider ≤ 1.1× plain call", tracing,
+            "agentkit: ToolRunner.call, read, instrumented (no-op",
+            "agentkit: ToolRunner.call, read", "<=", 1.1))
+    if wanted("redaction"):
+        redaction_goals(group, goals)
+    if wanted("durable"):
+        durable_goals(group, goals, rows, args)
+    if wanted("dbos"):
+        with tempfile.TemporaryDirectory(prefix="agentkit-bench-dbos-") as folder:
+            dbos, shut_down = suites.dbos_paths(folder)
+            try:
+                group("durable engine (DBOS, SQLite system database)", dbos, "floor:")
+            finally:
+                shut_down()
+        goals.append(ratio_goal("dbos: DurableTools.call of a read ≤ 1.3× a bare @DBOS.step",
+                                dbos, "agentkit: DurableTools.call", "floor: @DBOS.step",
+                                "<=", 1.3))
+    if wanted("whole"):
+        whole_rows(goals, rows, args, machine, started)
+
+    runner.close()
+    machine["load average at end (1/5/15 min)"] = load()
+    machine.setdefault("seconds, without the slow rows", f"{time.perf_counter() - started:.0f}")
+    machine["rounds per group"] = args.rounds
+    machine["sample length (ms)"] = args.target_ms
+    report = render(rows, goals, machine)
+    print()
+    print(report)
+    if only:
+        print("\n(--only: nothing written)")
+        return 0
+    out = FsPath(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "latest.md").write_text(report + "\n", encoding="utf-8")
+    (out / "latest.csv").write_text(csv_text(rows, goals, machine), encoding="utf-8")
+    print(f"\nwritten: {out / 'latest.md'}, {out / 'latest.csv'}")
+    if args.readme:
+        update_readme(goals, machine)
+    return 0
+
+
+Group = Any  # main's group(title, paths, reference) -> paths
+
+
+def sync_goals(group: Group, goals: list[Goal]) -> None:
     sync = group("sync", suites.sync_paths(), "floor: ThreadPoolExecutor")
     goals.append(ratio_goal("sync: invoke_tool ≤ 1.25× raw thread hop", sync,
                             "agentkit: invoke_tool", "floor: ThreadPoolExecutor", "<=", 1.25))
@@ -296,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     goals.append(ratio_goal("sync: invoke_tool ≤ 0.75× openai-agents sync tool", sync,
                             "agentkit: invoke_tool", "openai-agents", "<=", 0.75))
 
+
+def async_goals(group: Group, goals: list[Goal], rows: list[Row]) -> None:
     asyn = group("async", suites.async_paths(), "floor: asyncio")
     goals.append(ratio_goal("async: ainvoke_tool ≤ 1.5× openai-agents async on_invoke_tool", asyn,
                             "agentkit: ainvoke_tool (async", "openai-agents", "<=", 1.5))
@@ -317,15 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     goals.append(Goal("async: 300 awaiting acalls ≤ 8 extra threads", extra, "<=", 8, "threads",
                       why_missing=note if extra is None else ""))
 
-    output = group("output", suites.output_paths(), "agentkit: invoke_tool, 10 KB")
-    goals.append(ratio_goal("output: 10 MB ≤ 2× the 10 KB case", output,
-                            "agentkit: invoke_tool, 10 MB", "agentkit: invoke_tool, 10 KB", "<=", 2.0))
 
-    tracing = group("tracing", suites.tracing_paths(), "agentkit: ToolRunner.call, read")
-    goals.append(ratio_goal("tracing: call instrumented, no-op tracer provider ≤ 1.1× plain call",
-                            tracing, "agentkit: ToolRunner.call, read, instrumented (no-op",
-                            "agentkit: ToolRunner.call, read", "<=", 1.1))
-
+def redaction_goals(group: Group, goals: list[Goal]) -> None:
     redaction = group("redaction", suites.redaction_paths(), "benign prose, 10 KB")
     for unit in suites.REDACTION_HOSTILE:
         for label, _size in suites.REDACTION_SIZES:
@@ -339,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
             f"redaction: hostile {unit!r} cut at 2,000: 1 MB ≤ 2× 100 KB", redaction,
             f"hostile {unit!r}, 1 MB, cut", f"hostile {unit!r}, 100 KB, cut", "<=", 2.0))
 
+
+def durable_goals(group: Group, goals: list[Goal], rows: list[Row], args: Any) -> None:
     with tempfile.TemporaryDirectory(prefix="agentkit-bench-") as folder:
         for title, paths in suites.durable_paths(folder):
             group(title, paths, "floor:")
@@ -362,6 +432,9 @@ def main(argv: list[str] | None = None) -> int:
         goals.append(ratio_goal("durable: PostgreSQL run_once/s ≥ 0.45× raw inserts/s", pg,
                                 "floor:", "agentkit:", ">=", 0.45))
 
+
+def whole_rows(goals: list[Goal], rows: list[Row], args: Any, machine: dict[str, Any],
+               started: float) -> None:
     print("measuring: RSS over 100k runner calls, import time", flush=True)
     growth, note = rss_growth()
     rows.append(Row("whole kit", "RSS growth over 100k ToolRunner.call reads", growth, "MB", note=note))
@@ -372,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     goals.append(Goal("import agentkit ≤ 100 ms", millis, "<=", 100, "ms",
                       why_missing=note if millis is None else ""))
 
-    fast_seconds = time.perf_counter() - started
+    machine["seconds, without the slow rows"] = f"{time.perf_counter() - started:.0f}"
     slow = [
         ("strict nbval of all notebooks", [sys.executable, "-m", "pytest", "notebooks", *NBVAL,
                                             "-q", "-p", "no:cacheprovider"], 60, "nbval.log"),
@@ -389,23 +462,6 @@ def main(argv: list[str] | None = None) -> int:
         error = "" if status == 0 else f"exit {status}"
         rows.append(Row("whole kit", name, seconds, "s", note=tail))
         goals.append(Goal(f"{name} < {limit} s", seconds, "<", limit, "s", error=error))
-
-    runner.close()
-    machine["load average at end (1/5/15 min)"] = load()
-    machine["seconds, without the slow rows"] = f"{fast_seconds:.0f}"
-    machine["rounds per group"] = args.rounds
-    machine["sample length (ms)"] = args.target_ms
-    report = render(rows, goals, machine)
-    print()
-    print(report)
-    out = FsPath(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "latest.md").write_text(report + "\n", encoding="utf-8")
-    (out / "latest.csv").write_text(csv_text(rows, goals, machine), encoding="utf-8")
-    print(f"\nwritten: {out / 'latest.md'}, {out / 'latest.csv'}")
-    if args.readme:
-        update_readme(goals, machine)
-    return 0
 
 
 def render(rows: list[Row], goals: list[Goal], machine: dict[str, Any]) -> str:

@@ -658,3 +658,49 @@ def tracing_paths() -> list[Path]:
         build("agentkit: ToolRunner.call, read, instrumented (SDK, in-memory exporter)", sdk,
               check=_ok),
     ]
+
+
+# --------------------------------------------------------------------------- durable engines
+
+#: Steps per workflow in the DBOS group: each timed call runs one workflow of this many steps,
+#: so a workflow's own start (its status row) is 1/STEPS of what a path costs, alike on both.
+DBOS_STEPS = 20
+
+
+def dbos_paths(folder: str) -> tuple[list[Path], Callable[[], None]]:
+    """A read as a DBOS step: a bare ``@DBOS.step`` running the handler (the floor: the step's
+    own checkpoint in DBOS's SQLite system database), and ``DurableTools.call`` (the same
+    checkpoint, around agentkit's runner). Each call is one workflow of :data:`DBOS_STEPS`
+    steps. Returns the paths and the function that shuts DBOS down afterwards."""
+    floor_name = f"floor: @DBOS.step running the handler ({DBOS_STEPS} per workflow)"
+    kit_name = f"agentkit: DurableTools.call, read ({DBOS_STEPS} per workflow)"
+    try:
+        from dbos import DBOS
+
+        from agentkit import SQLiteIdempotencyStore
+        from agentkit.faces.dbos import DurableTools
+    except ImportError as exc:
+        why = f"not installed: {exc} (pip install -e '.[dbos]')"
+        return [missing(floor_name, why), missing(kit_name, why)], lambda: None
+
+    DBOS(config={"name": "agentkit-bench", "log_level": "WARNING",
+                 "system_database_url": f"sqlite:///{os.path.join(folder, 'dbos.sqlite')}"})
+    tools = DurableTools(agentkit_registry(),
+                         SQLiteIdempotencyStore(os.path.join(folder, "agentkit.sqlite3")))
+
+    @DBOS.step(name="bench_search")
+    def bare_step() -> list[str]:
+        return search(**ARGS)
+
+    @DBOS.workflow(name="bench_bare")
+    def bare() -> Any:
+        return [bare_step() for _ in range(DBOS_STEPS)][-1]
+
+    @DBOS.workflow(name="bench_agentkit")
+    def through() -> Any:
+        return [tools.call("search", ARGS) for _ in range(DBOS_STEPS)][-1]
+
+    DBOS.launch()
+    paths = [build(floor_name, lambda: bare, check=_expected),
+             build(kit_name, lambda: through, check=_ok)]
+    return paths, DBOS.destroy

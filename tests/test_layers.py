@@ -48,7 +48,9 @@ FACADE = {PACKAGE / "__init__.py", PACKAGE / "__main__.py"}
 #: What the boundary and policy must not load at import time (docs/design.md#layers).
 HEAVY = ("pandas", "ipywidgets", "matplotlib", "mcp", "psycopg", "opentelemetry",
          # the framework faces' frameworks (agentkit.faces.openai_agents, pydantic_ai, langgraph)
-         "agents", "pydantic_ai", "langgraph", "langchain_core")
+         "agents", "pydantic_ai", "langgraph", "langchain_core",
+         # the durable-engine faces' engines (agentkit.faces.dbos, agentkit.faces.temporal)
+         "dbos", "temporalio")
 
 
 @dataclass(frozen=True)

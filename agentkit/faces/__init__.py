@@ -8,6 +8,10 @@
   :mod:`~agentkit.faces.openai_agents`, :mod:`~agentkit.faces.pydantic_ai`,
   :mod:`~agentkit.faces.langgraph`, and :mod:`~agentkit.faces.framework`, the few lines the
   three share (it imports no framework).
+- the durable-engine faces (``docs/design.md#durable-engines``), each imported by name and
+  each needing its engine: :mod:`~agentkit.faces.dbos` (``DurableTools``, extra ``dbos``) and
+  :mod:`~agentkit.faces.temporal` (``activities``, extra ``temporal``), sharing
+  :mod:`~agentkit.faces.durable` (one runner per workflow).
 
 Import each face by its module: the package itself loads none of them. What a learner touches
 (widgets, timelines, exercises, notebook helpers, notebook 08's framework cases) is in the

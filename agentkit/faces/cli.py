@@ -5,6 +5,8 @@
     python -m agentkit demo              the baseline transcript: the fake model's happy path
     python -m agentkit serve-mcp         serve the demo tools (or --registry yours) over MCP stdio
     python -m agentkit approvals list    the approvals waiting in a workspace (approve ID, deny ID)
+    python -m agentkit approvals approve ID --dbos-workflow WF --dbos-system-database URL
+                                         send the decision to the DBOS workflow that waits for it
 
 Imports are made inside each command, so ``--help`` answers at once; no command loads pandas,
 so both work on a plain ``pip install`` without the notebook extras.
@@ -121,6 +123,18 @@ def build_parser() -> argparse.ArgumentParser:
                            help="an existing SQLite store (instead of WORKSPACE/agentkit.sqlite3)")
     approvals.add_argument("--registry", metavar="MODULE:ATTRIBUTE", default=None,
                            help=REGISTRY_HELP + "; needed to approve with --store")
+    approvals.add_argument(
+        "--dbos-workflow", metavar="WORKFLOW_ID", default=None,
+        help=("send the decision to this DBOS workflow, which waits for it "
+              "(agentkit.faces.dbos: tools.wait_for_decision), instead of settling here: the "
+              "workflow's own step then runs the call, or denies it. The approval must be "
+              "pending in the store and belong to that workflow. Needs the 'dbos' extra"))
+    approvals.add_argument(
+        "--dbos-system-database", metavar="URL", default=None,
+        help=("with --dbos-workflow: DBOS's system database, as in the application's "
+              "config (sqlite:///path or postgresql://...; default: $DBOS_SYSTEM_DATABASE_URL)"))
+    approvals.add_argument("--dbos-schema", metavar="NAME", default="dbos",
+                           help="with --dbos-workflow: DBOS's system schema (default: dbos)")
     approvals.set_defaults(run=_approvals)
     return parser
 
@@ -323,6 +337,12 @@ def _approvals(args: argparse.Namespace) -> int:
     if args.action != "list" and not args.approval_id:
         print(f"{command}: give the approval ID", file=sys.stderr)
         return 2
+    if args.dbos_workflow is not None:
+        return _to_dbos(args, command)
+    if args.dbos_system_database is not None or args.dbos_schema != "dbos":
+        print(f"{command}: --dbos-system-database and --dbos-schema go with --dbos-workflow",
+              file=sys.stderr)
+        return 2
     if args.action == "approve" and args.store is not None and args.registry is None:
         print(f"{command}: with --store, give --registry MODULE:ATTRIBUTE (the tools to run)",
               file=sys.stderr)
@@ -352,6 +372,68 @@ def _approvals(args: argparse.Namespace) -> int:
         runner.store.close()
     print(escape_invisible(json.dumps(result, ensure_ascii=False)))
     return 0 if result.get("ok") or args.action == "deny" and result.get("error") == "forbidden" else 1
+
+
+def _to_dbos(args: argparse.Namespace, command: str) -> int:
+    """``approve|deny ID --dbos-workflow WF``: check that the approval waits in the store for
+    that workflow, then send the decision to it through DBOS (the call runs, or is denied, as
+    the workflow's own step; nothing runs here)."""
+    from agentkit.boundary.canonical import escape_invisible
+    from agentkit.policy.stores import StoreError
+
+    workflow_id = args.dbos_workflow
+    if args.action == "list":
+        print(f"{command}: --dbos-workflow goes with approve or deny", file=sys.stderr)
+        return 2
+    url = args.dbos_system_database or os.environ.get("DBOS_SYSTEM_DATABASE_URL", "")
+    if not url:
+        print(f"{command}: with --dbos-workflow, give --dbos-system-database URL (or set "
+              "DBOS_SYSTEM_DATABASE_URL)", file=sys.stderr)
+        return 2
+    try:
+        from agentkit.faces.dbos import DecisionNotSent, deliver_decision
+    except ImportError as exc:
+        print(f"{command}: --dbos-workflow needs the 'dbos' extra (pip install "
+              f"'agentkit[dbos]'): {exc}", file=sys.stderr)
+        return 2
+    shown = escape_invisible(args.approval_id)
+    try:
+        runner = workspace_runner(args.workspace, store=args.store, create=False)
+    except UnusableWorkspace as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        pending = {r["approval_id"]: r for r in runner.pending_approvals()}
+    except StoreError as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        runner.store.close()
+    record = pending.get(args.approval_id)
+    if record is None:
+        print(f"{command}: no pending approval {shown} in the store (settled, expired, or "
+              "another store)", file=sys.stderr)
+        return 2
+    if record["task_id"] != workflow_id:
+        print(f"{command}: approval {shown} was asked by workflow "
+              f"{escape_invisible(record['task_id'])}, not {escape_invisible(workflow_id)}",
+              file=sys.stderr)
+        return 2
+    import logging
+
+    dbos_log = logging.getLogger("dbos")
+    was_disabled, dbos_log.disabled = dbos_log.disabled, True  # its errors: our one line
+    try:
+        deliver_decision(url, workflow_id, args.approval_id, args.action == "approve",
+                         dbos_system_schema=args.dbos_schema)
+    except DecisionNotSent as exc:
+        print(f"{command}: {escape_invisible(str(exc))}", file=sys.stderr)
+        return 2
+    finally:
+        dbos_log.disabled = was_disabled
+    print(f"sent: {args.action} {shown} to DBOS workflow {escape_invisible(workflow_id)} "
+          "(its own step settles the call)")
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:

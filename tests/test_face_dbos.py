@@ -1,0 +1,640 @@
+"""agentkit.faces.dbos: the registry's tools as DBOS steps, on the real engine, offline.
+
+DBOS runs a step at least once: a worker killed after a step's write and before DBOS recorded
+the step runs the step again when a new process recovers the workflow (``DBOS.launch()``).
+The crash tests kill real worker processes (tests/_dbos_worker.py) and recover them in new
+ones, on DBOS's SQLite system database and on PostgreSQL, and count the real writes in a
+ledger file: the engine alone writes twice, through ``DurableTools`` once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("dbos")
+
+from dbos import DBOS, DBOSClient, SetWorkflowID
+
+from agentkit import (
+    Budget,
+    IdempotencyStore,
+    SQLiteIdempotencyStore,
+    ToolRegistry,
+    ToolRunner,
+    ToolSpec,
+)
+from agentkit.faces.dbos import (
+    DurableTools,
+    decision_topic,
+    send_decision,
+    send_decision_async,
+)
+
+WORKER = Path(__file__).with_name("_dbos_worker.py")
+SCENARIOS = ["alone-after-write", "alone-before-write", "kit-replay", "kit-lookup",
+             "kit-nolookup", "kit-before-write", "kit-approval", "kit-denial"]
+PG_DSN = os.environ.get("AGENTKIT_TEST_PG_DSN", "")
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def pg_unavailable(reason: str) -> None:
+    """Skip, with the reason, where PostgreSQL is optional; fail in CI, where it is not
+    (as tests/test_stores.py does)."""
+    if IN_CI:
+        pytest.fail(f"CI=true, so the PostgreSQL tests must run, but {reason}")
+    pytest.skip(reason)
+
+
+def ledger(workdir: Path) -> Counter[str]:
+    """Real handler runs per scenario and tool, from the ledger file the handlers append to."""
+    try:
+        lines = (workdir / "ledger").read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return Counter()
+    return Counter(" ".join(line.split()[:2]) for line in lines)
+
+
+class Backend:
+    """Where the engine and agentkit keep their state: one SQLite file each, or one fresh
+    PostgreSQL schema each on the test server (the same server for both, as in production)."""
+
+    def __init__(self, kind: str, workdir: Path) -> None:
+        self.kind = kind
+        self.workdir = workdir
+        self.schemas: list[str] = []
+        if kind == "sqlite":
+            self.system_db = f"sqlite:///{workdir / 'dbos.sqlite'}"
+            self.dbos_schema = "dbos"
+            self.store = f"sqlite:{workdir / 'agentkit.sqlite3'}"
+            return
+        if not PG_DSN:
+            pg_unavailable("AGENTKIT_TEST_PG_DSN is not set: run `make test-postgres`, or"
+                           ' eval "$(tools/pg_cluster.sh start)" first')
+        import psycopg
+
+        try:
+            self.admin = psycopg.connect(PG_DSN, autocommit=True, connect_timeout=5)
+        except psycopg.Error as exc:
+            pg_unavailable(f"no PostgreSQL server answers at AGENTKIT_TEST_PG_DSN ({exc})")
+        tag = os.urandom(5).hex()
+        self.dbos_schema, agentkit_schema = f"dbos_{tag}", f"agentkit_{tag}"
+        self.admin.execute(f"CREATE SCHEMA {agentkit_schema}")
+        self.schemas = [self.dbos_schema, agentkit_schema]
+        self.system_db = PG_DSN
+        separator = "&" if "?" in PG_DSN else "?"
+        self.store = f"postgres:{PG_DSN}{separator}options=-csearch_path%3D{agentkit_schema}"
+
+    def open_store(self) -> Any:
+        kind, _, where = self.store.partition(":")
+        if kind == "sqlite":
+            return SQLiteIdempotencyStore(where)
+        from agentkit.policy.stores import PostgresIdempotencyStore
+
+        return PostgresIdempotencyStore(where)
+
+    def client(self) -> DBOSClient:
+        return DBOSClient(system_database_url=self.system_db, dbos_system_schema=self.dbos_schema)
+
+    def command(self, mode: str, scenarios: list[str]) -> list[str]:
+        return [sys.executable, str(WORKER), mode, str(self.workdir), self.system_db,
+                self.dbos_schema, self.store, *scenarios]
+
+    def run(self, mode: str, scenarios: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.command(mode, scenarios), capture_output=True, text=True,
+                              timeout=180, check=False)
+
+    def drop(self) -> None:
+        if self.schemas:
+            for schema in self.schemas:
+                self.admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+            self.admin.close()
+
+
+def answers(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def send_pending_decisions(backend: Backend, decide: dict[str, bool]) -> list[dict[str, Any]]:
+    """A person decides, through DBOS's own messages, while no worker runs: the pending
+    approvals are read from agentkit's store (they survived the crash there)."""
+    store = backend.open_store()
+    pending = ToolRunner(ToolRegistry([]), store=store).pending_approvals()
+    client = backend.client()
+    try:
+        for record in pending:
+            send_decision(record["task_id"], record["approval_id"], decide[record["task_id"]],
+                          client=client)
+    finally:
+        client.destroy()
+        store.close()
+    return pending
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def crashed_and_recovered(request, tmp_path_factory):
+    """One worker process starts every scenario's workflow and is killed mid-step; a person
+    decides the two pending approvals while no worker runs; a new process recovers them all."""
+    workdir = tmp_path_factory.mktemp(f"dbos-{request.param}")
+    backend = Backend(request.param, workdir)
+    try:
+        crashed = backend.run("crash", SCENARIOS)
+        assert crashed.returncode == 1 and crashed.stdout.strip() == "crashing", (
+            crashed.stdout + crashed.stderr)
+        before = ledger(workdir)
+        pending = send_pending_decisions(backend, {"kit-approval": True, "kit-denial": False})
+        recovered = answers(backend.run("recover", SCENARIOS))
+        yield {"before": before, "after": ledger(workdir), "answers": recovered,
+               "pending": pending, "workdir": workdir}
+    finally:
+        backend.drop()
+
+
+def test_the_engine_alone_runs_a_killed_step_twice(crashed_and_recovered):
+    before, after = crashed_and_recovered["before"], crashed_and_recovered["after"]
+    assert before["alone-after-write save_note"] == 1
+    assert after["alone-after-write save_note"] == 2  # the write landed, then ran again
+    # ... under one stable key, while DBOS lists the step once
+    lines = (crashed_and_recovered["workdir"] / "ledger").read_text().splitlines()
+    keys = [line.split()[2] for line in lines if line.startswith("alone-after-write ")]
+    assert keys == ["alone-after-write:1", "alone-after-write:1"]
+    answer = crashed_and_recovered["answers"]["alone-after-write"]
+    assert answer["steps"] == ["alone_step"]
+    assert answer["result"] == {"saved": "alone-after-write"}
+
+
+def test_killed_before_the_write_the_engine_alone_writes_once(crashed_and_recovered):
+    assert crashed_and_recovered["before"]["alone-before-write save_note"] == 0
+    assert crashed_and_recovered["after"]["alone-before-write save_note"] == 1
+
+
+def test_through_agentkit_a_recorded_write_replays(crashed_and_recovered):
+    """Killed after agentkit recorded the result, before DBOS recorded the step."""
+    assert crashed_and_recovered["before"]["kit-replay save_note"] == 1
+    assert crashed_and_recovered["after"]["kit-replay save_note"] == 1
+    answer = crashed_and_recovered["answers"]["kit-replay"]
+    assert answer["result"] == {"ok": True, "data": '{"saved": "kit-replay"}', "attempts": 0,
+                                "replayed": True}
+    assert answer["steps"] == ["agentkit.call:save_note"]
+    assert answer["call_ids"] == ["kit-replay:1"]  # "{workflow_id}:{step_id}"
+
+
+def test_through_agentkit_the_status_lookup_settles_a_dead_workers_claim(crashed_and_recovered):
+    """Killed inside the handler, after the write: agentkit's claim is open, its owner dead."""
+    assert crashed_and_recovered["before"]["kit-lookup save_note"] == 1
+    assert crashed_and_recovered["after"]["kit-lookup save_note"] == 1
+    answer = crashed_and_recovered["answers"]["kit-lookup"]
+    assert answer["result"] == {"ok": True, "data": '{"saved": "kit-lookup"}', "attempts": 0,
+                                "replayed": False}
+    assert answer["steps"] == ["agentkit.call:save_note"]
+
+
+def test_through_agentkit_with_no_lookup_the_outcome_is_unknown_never_a_second_write(
+        crashed_and_recovered):
+    assert crashed_and_recovered["after"]["kit-nolookup save_note"] == 1
+    result = crashed_and_recovered["answers"]["kit-nolookup"]["result"]
+    assert result == {"ok": False, "error": "outcome_unknown", "retryable": False,
+                      "attempts": 0, "replayed": False}
+
+
+def test_through_agentkit_killed_before_the_write_writes_once_after_recovery(
+        crashed_and_recovered):
+    assert crashed_and_recovered["before"]["kit-before-write save_note"] == 0
+    assert crashed_and_recovered["after"]["kit-before-write save_note"] == 1
+    result = crashed_and_recovered["answers"]["kit-before-write"]["result"]
+    assert result["ok"] is True and result["attempts"] == 1  # the lookup said not done
+
+
+def test_an_approval_survives_the_crash_and_pays_once_after_the_decision(crashed_and_recovered):
+    pending = {record["task_id"]: record for record in crashed_and_recovered["pending"]}
+    assert set(pending) == {"kit-approval", "kit-denial"}  # in agentkit's store, after the crash
+    assert pending["kit-approval"]["arguments"] == {"to": "kit-approval", "cents": 500}
+    assert crashed_and_recovered["before"]["kit-approval send_payment"] == 0
+    assert crashed_and_recovered["after"]["kit-approval send_payment"] == 1
+    answer = crashed_and_recovered["answers"]["kit-approval"]
+    result = answer["result"]
+    # the recovered workflow replayed its first step: the same approval id
+    assert result["asked"]["approval_id"] == pending["kit-approval"]["approval_id"]
+    assert result["decision"] is True
+    assert result["settled"] == {"ok": True, "data": "paid 500 cents to kit-approval",
+                                 "attempts": 1, "replayed": False}
+    assert answer["steps"][0] == "agentkit.call:send_payment"
+    assert "DBOS.recv" in answer["steps"] and answer["steps"][-1] == "agentkit.approve"
+
+
+def test_a_denial_after_the_crash_pays_nothing(crashed_and_recovered):
+    assert crashed_and_recovered["after"]["kit-denial send_payment"] == 0
+    result = crashed_and_recovered["answers"]["kit-denial"]["result"]
+    assert result["decision"] is False
+    assert result["settled"]["error"] == "forbidden" and result["settled"]["attempts"] == 0
+    assert crashed_and_recovered["answers"]["kit-denial"]["steps"][-1] == "agentkit.deny"
+
+
+def test_two_recoveries_racing_write_once(tmp_path):
+    """Two new processes recover the same killed worker's workflows at once (they launch on
+    the same signal): the engine's step ran twice in all (DBOS admits one runner per
+    workflow), the write through agentkit once."""
+    backend = Backend("sqlite", tmp_path)
+    scenarios = ["alone-after-write", "kit-lookup"]
+    crashed = backend.run("crash", scenarios)
+    assert crashed.returncode == 1, crashed.stdout + crashed.stderr
+    racers = [subprocess.Popen(backend.command("race", scenarios), stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for _ in range(2)]
+    try:
+        for racer in racers:  # both configured, neither launched yet
+            assert racer.stdout is not None and racer.stdout.readline().strip() == "ready"
+        for racer in racers:
+            assert racer.stdin is not None
+            racer.stdin.write("go\n")
+            racer.stdin.flush()
+        outputs = [racer.communicate(timeout=180) for racer in racers]
+    finally:
+        for racer in racers:
+            if racer.poll() is None:
+                racer.kill()
+                racer.wait()
+    for racer, (out, err) in zip(racers, outputs, strict=True):
+        assert racer.returncode == 0, out + err
+        seen = json.loads(out.strip().splitlines()[-1])
+        assert seen["kit-lookup"]["result"]["ok"] is True  # each sees the one settled result
+    counts = ledger(tmp_path)
+    assert counts["alone-after-write save_note"] == 2
+    assert counts["kit-lookup save_note"] == 1
+
+
+# --------------------------------------------------------------------------- in one process
+#
+# The workflows below are registered when this module is imported (DBOS wants them before
+# launch); each test gives them its own DurableTools through HERE.
+
+HERE: dict[str, Any] = {}
+
+
+def _ledger_line(path: Path, line: str) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+
+
+@DBOS.workflow()
+def one_call(name: Any, arguments: Any) -> dict[str, Any]:
+    return HERE["tools"].call(name, arguments)  # type: ignore[no-any-return]
+
+
+@DBOS.workflow()
+async def one_acall(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return await HERE["tools"].acall(name, arguments)  # type: ignore[no-any-return]
+
+
+@DBOS.workflow()
+def ask_and_wait(to: str, timeout: float) -> dict[str, Any]:
+    tools = HERE["tools"]
+    asked = tools.call("send_payment", {"to": to, "cents": 1})
+    HERE["asked"] = asked
+    HERE["waiting"].set()
+    decision = tools.wait_for_decision(asked["approval_id"], timeout)
+    if decision is None:
+        return {"asked": asked, "decision": None}
+    settled = tools.approve(asked["approval_id"]) if decision else tools.deny(asked["approval_id"])
+    return {"asked": asked, "decision": decision, "settled": settled,
+            "call_ids": [r.call_id for r in tools.runner.trace.records]}
+
+
+@DBOS.workflow()
+async def ask_and_await(to: str) -> dict[str, Any]:
+    tools = HERE["tools"]
+    asked = await tools.acall("send_payment", {"to": to, "cents": 1})
+    HERE["waiting"].set()
+    decision = await tools.await_decision(asked["approval_id"], 30)
+    settled = (await tools.aapprove(asked["approval_id"]) if decision
+               else await tools.adeny(asked["approval_id"]))
+    return {"decision": decision, "settled": settled}
+
+
+@DBOS.step()
+def step_that_calls_a_tool() -> dict[str, Any]:
+    return HERE["tools"].call("save_note", {"name": "x", "text": "y"})  # type: ignore[no-any-return]
+
+
+@DBOS.workflow()
+def call_inside_a_step() -> dict[str, Any]:
+    return step_that_calls_a_tool()
+
+
+@pytest.fixture(scope="module")
+def dbos_app(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("dbos-app")
+    DBOS(config={"name": "agentkit-tests", "log_level": "WARNING",
+                 "system_database_url": f"sqlite:///{folder / 'dbos.sqlite'}"})
+    DBOS.launch()
+    yield f"sqlite:///{folder / 'dbos.sqlite'}"
+    DBOS.destroy()
+
+
+class Tools:
+    """Counted tools, their ledger file, and DurableTools over a fresh SQLite store."""
+
+    def __init__(self, folder: Path, **options: Any) -> None:
+        self.ledger = folder / "ledger"
+        self.drops = 0
+        self.store = SQLiteIdempotencyStore(folder / "agentkit.sqlite3")
+
+        def save_note(name: str, text: str) -> dict[str, str]:
+            """Save a note."""
+            _ledger_line(self.ledger, f"save_note {name}")
+            return {"saved": name}
+
+        def send_payment(to: str, cents: int) -> str:
+            """Send a payment."""
+            _ledger_line(self.ledger, f"send_payment {to}")
+            return f"paid {cents} cents to {to}"
+
+        def search(query: str) -> str:
+            """Search the notes."""
+            _ledger_line(self.ledger, f"search {query}")
+            if self.drops:
+                self.drops -= 1
+                raise ConnectionError("connection reset")
+            return "3 notes"
+
+        self.registry = ToolRegistry([
+            ToolSpec("save_note", "Save a note.", "reversible_write", 10.0, 3, 200, save_note),
+            ToolSpec("send_payment", "Send a payment.", "irreversible_write", 10.0, 1, 200,
+                     send_payment),
+            ToolSpec("search", "Search the notes.", "read", 10.0, 3, 200, search),
+        ])
+        self.tools = DurableTools(self.registry, self.store, sleep=lambda seconds: None, **options)
+        HERE.clear()
+        HERE.update(tools=self.tools, waiting=threading.Event())
+
+    def count(self, prefix: str) -> int:
+        if not self.ledger.exists():
+            return 0
+        return sum(line.startswith(prefix) for line in self.ledger.read_text().splitlines())
+
+
+def start(workflow: Any, *args: Any, workflow_id: str | None = None) -> Any:
+    with SetWorkflowID(workflow_id or f"wf-{uuid.uuid4().hex[:12]}"):
+        return DBOS.start_workflow(workflow, *args)
+
+
+def test_a_call_is_one_step_keyed_by_the_workflow_named_by_its_step(dbos_app, tmp_path):
+    kit = Tools(tmp_path)
+    handle = start(one_call, "save_note", {"name": "n1", "text": "t"}, workflow_id="order-7")
+    assert handle.get_result(polling_interval_sec=0.02)["ok"] is True
+    steps = DBOS.list_workflow_steps("order-7")
+    assert [s["function_name"] for s in steps] == ["agentkit.call:save_note"]
+    runner = kit.tools.runner_for("order-7")
+    assert runner.context.task_id == "order-7"
+    assert [r.call_id for r in runner.trace.records] == [f"order-7:{steps[0]['function_id']}"]
+    assert kit.count("save_note") == 1
+
+
+def test_dbos_retries_are_off_agentkits_policy_retries_the_read(dbos_app, tmp_path):
+    kit = Tools(tmp_path)
+    kit.drops = 2
+    handle = start(one_call, "search", {"query": "q"})
+    result = handle.get_result(polling_interval_sec=0.02)
+    assert result == {"ok": True, "data": "3 notes", "attempts": 3, "replayed": False}
+    assert kit.count("search") == 3  # agentkit's bounded retry, inside one step
+    assert len(DBOS.list_workflow_steps(handle.get_workflow_id())) == 1
+
+
+def test_model_input_never_raises_in_the_step(dbos_app, tmp_path):
+    kit = Tools(tmp_path)
+    unknown = start(one_call, "drop_tables", {"x": 1}).get_result(polling_interval_sec=0.02)
+    assert unknown["error"] == "unknown_tool"
+    handle = start(one_call, "save_note", "not a dict")
+    assert handle.get_result(polling_interval_sec=0.02)["error"] == "invalid_arguments"
+    steps = DBOS.list_workflow_steps(handle.get_workflow_id())
+    assert [s["function_name"] for s in steps] == ["agentkit.call:save_note"]
+    assert kit.count("") == 0
+
+
+def test_a_new_run_under_the_same_workflow_id_replays_what_the_earlier_one_settled(
+        dbos_app, tmp_path):
+    """The workflow id is the business identity: DBOS forgets the run (deleted here, as a
+    lost system database would), and a new run under the same id does not write again."""
+    kit = Tools(tmp_path)
+    arguments = {"name": "invoice-42", "text": "paid"}
+    first = start(one_call, "save_note", arguments, workflow_id="invoice-42")
+    assert first.get_result(polling_interval_sec=0.02)["replayed"] is False
+    client = DBOSClient(system_database_url=dbos_app)
+    try:
+        client.delete_workflow("invoice-42")
+    finally:
+        client.destroy()
+    again = start(one_call, "save_note", arguments, workflow_id="invoice-42")
+    assert again.get_result(polling_interval_sec=0.02)["replayed"] is True
+    assert kit.count("save_note") == 1
+
+
+def test_an_async_workflow_calls_and_settles_as_steps(dbos_app, tmp_path):
+    import asyncio
+
+    kit = Tools(tmp_path)
+
+    async def run() -> tuple[dict[str, Any], dict[str, Any]]:
+        with SetWorkflowID(f"wf-{uuid.uuid4().hex[:12]}"):
+            saved = await (await DBOS.start_workflow_async(one_acall, "save_note",
+                                                           {"name": "a", "text": "t"})).get_result()
+        with SetWorkflowID("pay-async"):
+            handle = await DBOS.start_workflow_async(ask_and_await, "ada")
+        await asyncio.to_thread(HERE["waiting"].wait, 30)
+        approval = kit.tools.runner_for("pay-async").pending_approvals()[0]["approval_id"]
+        client = DBOSClient(system_database_url=dbos_app)
+        try:
+            await send_decision_async("pay-async", approval, True, client=client)
+        finally:
+            client.destroy()
+        return saved, await handle.get_result()
+
+    saved, paid = asyncio.run(run())
+    assert saved["ok"] is True
+    assert paid["decision"] is True and paid["settled"]["data"] == "paid 1 cents to ada"
+    names = [s["function_name"] for s in DBOS.list_workflow_steps("pay-async")]
+    assert names[0] == "agentkit.call:send_payment" and names[-1] == "agentkit.approve"
+    assert kit.count("save_note") == 1 and kit.count("send_payment") == 1
+
+
+def test_a_decision_wakes_the_waiting_workflow_and_the_settling_is_a_step(dbos_app, tmp_path):
+    kit = Tools(tmp_path)
+    handle = start(ask_and_wait, "ada", 30.0, workflow_id="pay-1")
+    assert HERE["waiting"].wait(30)
+    approval_id = HERE["asked"]["approval_id"]
+    assert kit.count("send_payment") == 0
+    send_decision("pay-1", approval_id, True)  # from the application itself: DBOS.send
+    result = handle.get_result(polling_interval_sec=0.02)
+    assert result["settled"] == {"ok": True, "data": "paid 1 cents to ada", "attempts": 1,
+                                 "replayed": False}
+    steps = DBOS.list_workflow_steps("pay-1")
+    approve_step = next(s for s in steps if s["function_name"] == "agentkit.approve")
+    assert result["call_ids"] == ["pay-1:1", f"pay-1:{approve_step['function_id']}"]
+    assert kit.count("send_payment") == 1
+
+
+def test_only_the_first_decision_counts(dbos_app, tmp_path):
+    kit = Tools(tmp_path)
+    handle = start(ask_and_wait, "eve", 30.0, workflow_id="pay-2")
+    assert HERE["waiting"].wait(30)
+    approval_id = HERE["asked"]["approval_id"]
+    client = DBOSClient(system_database_url=dbos_app)
+    try:
+        send_decision("pay-2", approval_id, False, client=client)
+        send_decision("pay-2", approval_id, True, client=client)  # too late: one message per approval
+    finally:
+        client.destroy()
+    result = handle.get_result(polling_interval_sec=0.02)
+    assert result["decision"] is False and result["settled"]["error"] == "forbidden"
+    assert kit.count("send_payment") == 0
+
+
+def test_no_decision_in_time_is_none_and_runs_nothing(dbos_app, tmp_path):
+    kit = Tools(tmp_path)
+    result = start(ask_and_wait, "bob", 0.2).get_result(polling_interval_sec=0.02)
+    assert result["decision"] is None
+    assert kit.count("send_payment") == 0
+    pending = kit.tools.runner_for("anyone").pending_approvals()  # still waiting, in the store
+    assert [p["approval_id"] for p in pending] == [HERE["asked"]["approval_id"]]
+
+
+def test_a_message_that_is_not_a_clear_yes_is_a_refusal(dbos_app, tmp_path):
+    kit = Tools(tmp_path)
+    handle = start(ask_and_wait, "mallory", 30.0, workflow_id="pay-3")
+    assert HERE["waiting"].wait(30)
+    DBOS.send("pay-3", "yes", decision_topic(HERE["asked"]["approval_id"]))
+    result = handle.get_result(polling_interval_sec=0.02)
+    assert result["decision"] is False and result["settled"]["error"] == "forbidden"
+    assert kit.count("send_payment") == 0
+
+
+def test_outside_a_workflow_or_inside_a_step_the_tools_refuse(dbos_app, tmp_path):
+    kit = Tools(tmp_path)
+    with pytest.raises(RuntimeError, match="inside a @DBOS.workflow"):
+        kit.tools.call("save_note", {"name": "x", "text": "y"})
+    with pytest.raises(RuntimeError, match="no DBOS workflow"):
+        kit.tools.runner  # noqa: B018
+    with pytest.raises(RuntimeError, match="inside a @DBOS.workflow"):
+        kit.tools.wait_for_decision("apr-1", 1)
+    handle = start(call_inside_a_step)
+    with pytest.raises(RuntimeError, match="not from inside another step"):
+        handle.get_result(polling_interval_sec=0.02)
+    assert kit.count("") == 0
+
+
+def test_a_budget_per_workflow(dbos_app, tmp_path):
+    budgets: dict[str, Budget] = {}
+
+    def budget(workflow_id: str) -> Budget:
+        return budgets.setdefault(workflow_id, Budget(max_attempts=1))
+
+    kit = Tools(tmp_path, budget=budget)
+    kit.drops = 1
+    first = start(one_call, "search", {"query": "a"}, workflow_id="budget-1")
+    assert first.get_result(polling_interval_sec=0.02)["error"] == "budget_exhausted"
+    second = start(one_call, "search", {"query": "b"}, workflow_id="budget-2")
+    assert second.get_result(polling_interval_sec=0.02)["ok"] is True
+    assert budgets["budget-1"].used == 1 and budgets["budget-2"].used == 1
+    assert kit.count("search") == 2
+
+
+def test_bad_setup_is_refused_when_made(tmp_path, caplog):
+    registry = ToolRegistry([])
+    with pytest.raises(ValueError, match="durable store"):
+        DurableTools(registry, None)
+    with caplog.at_level("WARNING", logger="agentkit"):
+        DurableTools(registry, IdempotencyStore())  # works in one process, says what it risks
+    assert "its keys die with this process" in caplog.text
+    store = SQLiteIdempotencyStore(tmp_path / "s.sqlite3")
+    with pytest.raises(TypeError):
+        DurableTools(registry, store, slep=lambda s: None)  # a misspelled runner option
+    with pytest.raises(TypeError, match="budget"):
+        DurableTools(registry, store, budget=3)
+    with pytest.raises(TypeError, match="approved"):
+        send_decision("wf", "apr-1", "yes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="approval_id"):
+        decision_topic("")
+    store.close()
+
+
+# --------------------------------------------------------------------------- the approvals CLI
+
+
+def cli_decide(capsys, *argv: str) -> tuple[int, str, str]:
+    from agentkit.faces import cli
+
+    status = cli.main(["approvals", *argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_the_cli_sends_a_persons_decision_to_the_waiting_workflow(dbos_app, tmp_path, capsys):
+    kit = Tools(tmp_path)
+    handle = start(ask_and_wait, "ada", 30.0, workflow_id="cli-pay")
+    assert HERE["waiting"].wait(30)
+    approval_id = HERE["asked"]["approval_id"]
+    status, out, err = cli_decide(capsys, "approve", approval_id, "--store", str(kit.store.path),
+                                  "--dbos-workflow", "cli-pay", "--dbos-system-database", dbos_app)
+    assert (status, err) == (0, "")
+    assert out == f"sent: approve {approval_id} to DBOS workflow cli-pay (its own step settles the call)\n"
+    result = handle.get_result(polling_interval_sec=0.02)
+    assert result["settled"]["data"] == "paid 1 cents to ada"
+    assert kit.count("send_payment") == 1  # paid by the workflow's step, not by the CLI
+    # the workflow has ended: a second decision is refused, one line, exit 2
+    status, out, err = cli_decide(capsys, "deny", approval_id, "--store", str(kit.store.path),
+                                  "--dbos-workflow", "cli-pay", "--dbos-system-database", dbos_app)
+    assert status == 2 and out == "" and err.count("\n") == 1
+    assert "no pending approval" in err
+
+
+def test_the_cli_refuses_bad_dbos_input_in_one_line(dbos_app, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("DBOS_SYSTEM_DATABASE_URL", raising=False)
+    kit = Tools(tmp_path)
+    handle = start(ask_and_wait, "eve", 30.0, workflow_id="cli-pay-2")
+    assert HERE["waiting"].wait(30)
+    approval_id = HERE["asked"]["approval_id"]
+    store = ["--store", str(kit.store.path)]
+    url = ["--dbos-system-database", dbos_app]
+    cases = [
+        (["list", *store, "--dbos-workflow", "cli-pay-2"], "goes with approve or deny"),
+        (["approve", approval_id, *store, "--dbos-workflow", "cli-pay-2"],
+         "give --dbos-system-database"),
+        (["approve", approval_id, *store, *url], "go with --dbos-workflow"),
+        (["approve", "apr-nope", *store, *url, "--dbos-workflow", "cli-pay-2"],
+         "no pending approval apr-nope"),
+        (["approve", approval_id, *store, *url, "--dbos-workflow", "another"],
+         "was asked by workflow cli-pay-2, not another"),
+        (["approve", approval_id, "--store", str(tmp_path / "missing.sqlite3"), *url,
+          "--dbos-workflow", "cli-pay-2"], "no such store"),
+        (["approve", approval_id, *store, "--dbos-workflow", "cli-pay-2",
+          "--dbos-system-database", f"sqlite:///{tmp_path / 'nothing.sqlite'}"],
+         "no such DBOS system database"),
+        (["approve", approval_id, *store, "--dbos-workflow", "cli-pay-2",
+          "--dbos-system-database", "postgresql://agent:s3cret-pw@127.0.0.1:1/none"],
+         "cannot open the DBOS system database"),
+        (["approve", approval_id, *store, "--dbos-workflow", "cli-pay-2",
+          "--dbos-system-database", f"sqlite:///{kit.store.path}"],  # not DBOS's database
+         "cannot read DBOS workflow"),
+    ]
+    for argv, expected in cases:
+        status, out, err = cli_decide(capsys, *argv)
+        assert status == 2, (argv, out, err)
+        assert out == "" and err.count("\n") == 1 and expected in err, (argv, err)
+        assert "Traceback" not in err and "s3cret-pw" not in err
+    assert not (tmp_path / "nothing.sqlite").exists()  # nothing was created
+    # the workflow still waits: the right decision still reaches it
+    status, _, _ = cli_decide(capsys, "deny", approval_id, *store, *url,
+                              "--dbos-workflow", "cli-pay-2")
+    assert status == 0
+    assert handle.get_result(polling_interval_sec=0.02)["settled"]["error"] == "forbidden"
+    assert kit.count("send_payment") == 0
