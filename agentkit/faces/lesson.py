@@ -53,7 +53,8 @@ def show(result: Any) -> None:
         return
     from IPython.display import display
 
-    display({"text/plain": line, "text/html": _WRAPPING_LINE.format(html.escape(line))}, raw=True)
+    page = _WRAPPING_LINE.format(html.escape(line))
+    display({"text/plain": line, "text/html": page}, raw=True)  # type: ignore[no-untyped-call]
 
 
 def _in_a_kernel() -> bool:
