@@ -150,7 +150,7 @@ def key_design_note() -> str:
              f"other <code>{html.escape(', '.join(changed))}</code>): <b>{html.escape(design)}</b>"
              for tool, design, kept, changed in matrix_key_designs()]
     return ("<p class=\"note\">The matrix's writes and their key designs: " + "; ".join(parts)
-            + ". Predict <i>same key, other payload</i> by that design (section 4's column).</p>")
+            + ". Predict <i>same key, other payload</i> by that design (its column of the key designs).</p>")
 
 
 def grid(answers: dict[tuple[str, str], str] | None = None) -> str:
