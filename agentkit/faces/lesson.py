@@ -36,8 +36,9 @@ def fresh_workspace(path: str | Path = "workspace") -> Path:
 #: How :func:`show` draws its line in a notebook. JupyterLab breaks a long output line at any
 #: character ("replaye" / "d"); this lets it wrap only between words (a token longer than the
 #: line, a hash, may still break), in the size and margins of a printed line.
-_WRAPPING_LINE = ('<pre style="margin: 0; font-size: var(--jp-code-font-size); '
-                  'white-space: pre-wrap; word-break: normal; overflow-wrap: anywhere">{}</pre>')
+_WRAPPING_LINE = ('<pre style="margin: 0; padding-left: 1ch; font-size: var(--jp-code-font-size); '
+                  'line-height: var(--jp-code-line-height); white-space: pre-wrap; '
+                  'word-break: normal; overflow-wrap: anywhere">{}</pre>')
 
 
 def show(result: Any) -> None:
