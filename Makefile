@@ -1,12 +1,26 @@
-# agentkit — every target installs what it needs first (`make install` is a no-op when
-# nothing changed: the stamp file is newer than pyproject.toml).
+# agentkit — every target installs what it needs first (an install is a no-op when nothing
+# changed: its stamp file is newer than pyproject.toml).
+#
+# Two sets: `make lab` installs what a learner needs to run the notebooks (the `notebooks`
+# extra; `make frameworks` adds notebook 08's agent frameworks); `make install` (and every
+# developer target: test, lint, typecheck, notebooks, ...) installs the `dev` extra, which holds
+# both and the developer tools.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip
 STAMP  := $(VENV)/.installed
+LAB_STAMP        := $(VENV)/.installed-lab
+FRAMEWORKS_STAMP := $(VENV)/.installed-frameworks
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 
-.PHONY: install lab test test-unit test-postgres test-notebooks test-browser test-interop lint typecheck notebooks bench clean handout
+## A room without network: `make wheelhouse` on a connected machine (same OS and Python as the
+## room's) fills WHEELS with every wheel `make lab` and `make frameworks` need; copied with the
+## repository, it makes every install below read that folder only, never the network.
+WHEELS  ?= wheels
+OFFLINE  = $(if $(wildcard $(WHEELS)/*.whl),--no-index --find-links $(WHEELS))
+
+.PHONY: install lab lab-install frameworks wheelhouse test test-unit test-postgres test-notebooks test-browser test-interop test-offline lint typecheck notebooks bench clean handout
 
 install: $(STAMP)
 
@@ -16,23 +30,56 @@ install: $(STAMP)
 ## agentkit/ lets them find it (py.typed included); agentkit.data still comes from the hook.
 STATIC := $(VENV)/static-path
 
-$(STAMP): pyproject.toml jupyter-config/overrides.json Makefile
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(PIP) install --quiet --upgrade $(OFFLINE) pip
+
+define static_path
 	mkdir -p $(STATIC)
 	ln -sfn "$(CURDIR)/agentkit" $(STATIC)/agentkit
 	$(BIN)/python -c 'import pathlib, sys, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "agentkit-static-path.pth").write_text(sys.argv[1] + "\n")' "$(abspath $(STATIC))"
+endef
+
+define lab_settings
 	mkdir -p $(VENV)/share/jupyter/lab/settings
 	cp jupyter-config/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
-	touch $(STAMP)
+endef
 
-## Open JupyterLab on the notebooks: the kit's main job. Jupyter refuses to run as root
+# The developer's install: the dev extra holds the notebooks' and the frameworks' extras too.
+$(STAMP): pyproject.toml jupyter-config/overrides.json Makefile | $(BIN)/python
+	$(PIP) install --quiet $(OFFLINE) -e '.[dev]'
+	$(static_path)
+	$(lab_settings)
+	touch $(STAMP) $(LAB_STAMP) $(FRAMEWORKS_STAMP)
+
+# The learner's install: only what the notebooks import, no developer tool.
+$(LAB_STAMP): pyproject.toml jupyter-config/overrides.json | $(BIN)/python
+	$(PIP) install --quiet $(OFFLINE) -e '.[notebooks]'
+	$(static_path)
+	$(lab_settings)
+	touch $(LAB_STAMP)
+
+# Notebook 08's agent frameworks (openai-agents, Pydantic AI, LangGraph), on top of the lab.
+$(FRAMEWORKS_STAMP): pyproject.toml | $(LAB_STAMP)
+	$(PIP) install --quiet $(OFFLINE) -e '.[notebooks,frameworks]'
+	$(static_path)
+	touch $(FRAMEWORKS_STAMP)
+
+lab-install: $(LAB_STAMP)
+
+frameworks: $(FRAMEWORKS_STAMP)
+
+## Fill WHEELS on a connected machine (pip itself, the build backend, and the notebooks' and
+## the frameworks' packages, built as wheels), for a room without network (see WHEELS above).
+wheelhouse: | $(BIN)/python
+	$(PIP) wheel --quiet --wheel-dir $(WHEELS) pip 'setuptools>=77' '.[notebooks,frameworks]'
+
+## Open JupyterLab on the notebooks: the kit's main job (installs the notebooks' packages only). Jupyter refuses to run as root
 ## unless told (containers, CI, cloud notebooks), so --allow-root is added only for root.
 ## Extra flags: make lab JUPYTER_ARGS="--port=8890 --no-browser"
 JUPYTER_ARGS ?=
 LAB_ROOT_ARGS = $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
-lab: install
+lab: $(LAB_STAMP)
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(LAB_ROOT_ARGS) $(JUPYTER_ARGS)
 
 ## Unit tests, then strict nbval over every stored notebook, on every core: one file per
@@ -40,10 +87,10 @@ lab: install
 ## runs everything in this process.
 WORKERS ?= auto
 test: install
-	$(BIN)/python -m pytest tests notebooks -m "not browser and not interop" $(NBVAL) -n $(WORKERS) --dist loadfile
+	$(BIN)/python -m pytest tests notebooks -m "not browser and not interop and not offline" $(NBVAL) -n $(WORKERS) --dist loadfile
 
 test-unit: install
-	$(BIN)/python -m pytest tests -m "not browser and not interop"
+	$(BIN)/python -m pytest tests -m "not browser and not interop and not offline"
 
 ## The store suites against a real PostgreSQL server: a throwaway cluster on 127.0.0.1
 ## (tools/pg_cluster.sh; installs Debian's postgresql when missing), stopped afterwards.
@@ -58,6 +105,11 @@ test-postgres: install
 ## needs Debian's nodejs and npm, which .ci/run installs). Skips without npx, except under CI.
 test-interop: install
 	$(BIN)/python -m pytest tests -m interop -p no:cacheprovider
+
+## The offline room: build a wheelhouse (network), then `make lab` in a copy of the repository
+## with pip's network blocked; checks the learners' venv (no developer tool). A few minutes.
+test-offline: install
+	$(BIN)/python -m pytest tests -m offline -p no:cacheprovider
 
 test-notebooks: install
 	$(BIN)/python -m pytest notebooks $(NBVAL)
@@ -80,7 +132,7 @@ notebooks: install
 
 ## The class handout (one printable A4 page) and the instructor's answer key, as HTML in
 ## build/, generated from the kit's own codes, levels, matrix and notebooks (print from a browser).
-handout: install
+handout: $(LAB_STAMP)
 	$(BIN)/python tools/handout.py --out build
 
 ## The boundary beside its floors and peers (installs the bench extra itself; ~2 min, plus

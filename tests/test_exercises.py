@@ -157,15 +157,50 @@ def test_q2_a_message_sent_as_a_read_is_sent_twice(capsys):
     assert returned is False
     assert out == (
         "Incorrect: 1 of 6 tools have another level:\n"
-        "  - send_sms: as read, after a dropped connection it happened 2 times and nobody was "
-        "asked; it cannot be taken back: it must wait for a person and never be retried.\n"
+        "  - send_sms: as read, after a dropped connection it happened 2 times, nobody was "
+        "asked, and the model read ok; it cannot be taken back: it must wait for a person and "
+        "never be retried.\n"
     )
 
 
 def test_q2_a_refund_as_reversible_runs_without_approval(capsys):
     returned, out = verdict(capsys, q2, {**solution_answer(q2), "refund_payment": "reversible_write"})
     assert returned is False
-    assert "refund_payment: as reversible_write, after a dropped connection it happened 1 time and nobody was asked" in out
+    assert ("refund_payment: as reversible_write, after a dropped connection it happened 1 time, "
+            "nobody was asked, and the model read ok") in out
+
+
+@pytest.mark.parametrize("name", ["save_reply_draft", "get_invoice", "move_meeting"])
+def test_q2_an_over_cautious_irreversible_answer_is_graded_not_crashed(capsys, name):
+    """An irreversible write is never retried (ToolSpec refuses max_attempts > 1): the check
+    plays it with one attempt, and says what the caution cost: a person asked, and the model
+    left with outcome_unknown after a dropped connection, for an action that happened once."""
+    returned, out = verdict(capsys, q2, {**solution_answer(q2), name: "irreversible_write"})
+    assert returned is False
+    assert "raised" not in out
+    assert out.startswith("Incorrect: 1 of 6 tools have another level:\n")
+    assert (f"  - {name}: as irreversible_write, after a dropped connection it happened 1 time, "
+            "a person was asked first, and the model read outcome_unknown; too cautious: ") in out
+    if name == "get_invoice":
+        assert "a read changes nothing" in out
+    else:
+        assert "a key and a status lookup make a repeat safe" in out
+
+
+def test_q2_a_read_as_a_reversible_write_is_too_cautious(capsys):
+    out = verdict(capsys, q2, {**solution_answer(q2), "search_flights": "reversible_write"})[1]
+    assert ("search_flights: as reversible_write, after a dropped connection it happened 1 time, "
+            "nobody was asked, and the model read ok; too cautious: a read changes nothing") in out
+
+
+@pytest.mark.parametrize(("name", "level"), list(itertools.product(TOOLS_TO_CLASSIFY, EFFECT_CHOICES)))
+def test_q2_every_tool_at_every_level_is_graded(capsys, name, level):
+    """No level crashes the checker for any tool: right, too careful or not careful enough."""
+    returned, out = verdict(capsys, q2, {**solution_answer(q2), name: level})
+    assert "raised" not in out
+    assert returned is out.startswith("Correct: ")
+    if not returned:
+        assert f"  - {name}: as {level}, after a dropped connection it happened " in out
 
 
 def test_q2_a_typo_and_a_missing_tool_are_named(capsys):

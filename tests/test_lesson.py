@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 
 import pytest
@@ -24,6 +25,28 @@ def test_fresh_workspace_empties_what_a_previous_run_left(tmp_path, monkeypatch)
 def test_show_prints_one_json_line(capsys):
     show({"ok": True, "data": "é"})
     assert capsys.readouterr().out == '{"ok": true, "data": "é"}\n'
+
+
+def test_show_in_a_kernel_displays_the_line_wrapping_between_words(monkeypatch, capsys):
+    """JupyterLab breaks a long printed line at any character (`replaye` / `d`); in a kernel
+    the line is displayed instead: the same text for text readers, HTML that wraps at spaces."""
+    import IPython
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython, "get_ipython", lambda: type("Shell", (), {"kernel": object()})())
+    monkeypatch.setattr(IPython.display, "display",
+                        lambda data, raw=False: shown.append((data, raw)))
+    result = {"ok": True, "data": '{"entry_id": "inv-1001", "request_id": "req-1"}', "replayed": True}
+    show(result)
+    assert capsys.readouterr().out == ""
+    [(data, raw)] = shown
+    assert raw is True
+    assert data["text/plain"] == json.dumps(result, ensure_ascii=False)
+    page = data["text/html"]
+    assert "word-break: normal" in page and "white-space: pre-wrap" in page
+    assert page.count("<pre") == 1 and "\n" not in page
+    assert html.unescape(page[page.index(">") + 1: page.rindex("</pre>")]) == data["text/plain"]
 
 
 def test_capture_log_keeps_what_the_model_never_sees(capsys):

@@ -108,6 +108,20 @@ def test_refusals_and_spent_budgets_run_nothing_and_spend_nothing(frame):
     assert (nothing["handler_calls"] == 0).all() and (nothing["budget_used"] == 0).all()
 
 
+def test_a_spent_budget_refuses_an_irreversible_write_at_the_call_and_asks_nobody():
+    """What runs and what every text says agree: `budget_exhausted` at the call itself, no
+    approval opened (so no person is asked), 0 handler calls; the CSV's note (the explorer's
+    "why") says exactly that, never "after approval"."""
+    cell = play("budget_spent", "irreversible_write")
+    assert cell.result["error"] == "budget_exhausted"
+    assert cell.handler_calls == 0 and cell.attempts == 0 and cell.budget_used == 0
+    steps = [record.step for record in cell.runner.trace]
+    assert steps and set(steps) == {"refused"}, steps  # no approval step, no attempt
+    assert cell.runner.pending_approvals() == []
+    (row,) = [r for r in load_matrix() if (r["failure"], r["effect"]) == ("budget_spent", "irreversible_write")]
+    assert "no person is asked" in row["note"] and "after approval" not in row["note"]
+
+
 def test_budget_counts_attempts_and_lookups(frame):
     used = {(f, e): b for f, e, b in frame[["failure", "effect", "budget_used"]].to_numpy()}
     assert used[("transient_disconnect", "read")] == 3  # three attempts

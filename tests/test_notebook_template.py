@@ -94,6 +94,21 @@ def test_there_are_notebooks_and_a_time_for_each():
     assert set(instructor_times()) == set(names), "INSTRUCTOR.md's 'Time per notebook' must list every notebook"
 
 
+def listed_notebooks(text: str) -> list[str]:
+    """The notebooks a map table names, one per row: ``| `NN_name` | … |``, in its order."""
+    return re.findall(r"^\| `(\d\d[a-z]?_[a-z0-9_]+)` \|", text, flags=re.MULTILINE)
+
+
+def test_every_map_of_the_notebooks_lists_every_notebook_in_order():
+    """00's "map of the notebooks" and the README's table name every notebook of the folder,
+    in order: a new notebook (10 …) fails here until it has its row in both."""
+    names = [p.stem for p in PATHS]
+    start = "\n".join(markdown(NOTEBOOKS / "00_start_here.ipynb"))
+    assert listed_notebooks(section(start, "## 3. The map of the notebooks")) == names
+    readme = (NOTEBOOKS.parent / "README.md").read_text(encoding="utf-8")
+    assert listed_notebooks(section(readme, "## The notebooks")) == names
+
+
 SLOT = re.compile(r"^\| (\d+):(\d\d)–(\d+):(\d\d) \| (?:`(\d\d[a-z]?)_[a-z0-9_]+`|(slack)) \|", re.MULTILINE)
 
 

@@ -417,6 +417,57 @@ def test_a_timed_out_write_settled_by_its_lookup(driver, provider, exporter):
     assert attempt.end_time <= lookup.start_time
 
 
+def test_a_write_that_lands_before_its_caller_gives_up_is_an_event_on_its_attempt(driver, provider, exporter):
+    """The handler marks when its write took effect (mark_landed); the attempt span that timed
+    out carries `agentkit.write_landed` at that moment, inside the attempt, before its end."""
+    from agentkit.boundary.concurrency import mark_landed
+
+    ledger, release = Ledger(), threading.Event()
+
+    def save(key: str, value: str) -> dict:
+        ledger.write(key, value)
+        mark_landed()
+        release.wait(10)  # the boundary's 0.05 s timeout ends the attempt first
+        return {"saved": key}
+
+    spec = ToolSpec("save", "Save a value.", "reversible_write", 0.05, 3, 100, save,
+                    status_lookup=ledger.status)
+    runner = ToolRunner(ToolRegistry([spec]), sleep=never_sleep)
+    instrument(runner, tracer_provider=provider)
+    try:
+        result = driver(runner.call, "save", {"key": "k", "value": "v"})
+    finally:
+        release.set()
+    assert result["ok"] is True and ledger.calls == 1
+    attempt, _lookup = children_of(exporter, one(exporter, "execute_tool save"))
+    [landed] = [e for e in attempt.events if e.name == "agentkit.write_landed"]
+    assert attempt.start_time <= landed.timestamp <= attempt.end_time
+    assert "· event agentkit.write_landed" in span_tree(exporter.get_finished_spans())
+
+
+def test_no_write_landed_event_without_a_mark_or_for_a_read(driver, provider, exporter):
+    """Only a handler that says when its write landed gets the event: a timed-out write that
+    never marked it has none (nobody knows when, or whether), and a read never has one."""
+    ledger, release = Ledger(), threading.Event()
+    runner = timed_out_runner(ledger, release)  # commits, hangs, never marks
+    instrument(runner, tracer_provider=provider)
+    try:
+        driver(runner.call, "save", {"key": "k", "value": "v"})
+    finally:
+        release.set()
+    from agentkit.boundary.concurrency import mark_landed
+
+    def read(q: str) -> str:
+        mark_landed()  # a read that (wrongly) marks: still no write landed
+        return "found"
+
+    reader = ToolRunner(ToolRegistry([ToolSpec("find", "Find.", "read", 1.0, 1, 100, read)]))
+    instrument(reader, tracer_provider=provider)
+    driver(reader.call, "find", {"q": "x"})
+    assert not [e for s in exporter.get_finished_spans() for e in s.events
+                if e.name == "agentkit.write_landed"]
+
+
 def matrix_runner(provider) -> ToolRunner:
     """A read that fails once, a write, an irreversible write: every kind of span."""
     failures = iter([ConnectionError(), None])
@@ -610,6 +661,38 @@ def test_the_timeline_has_one_row_per_span_in_tree_order(fed, provider, exporter
     bars = sorted(ax.patches[:3], key=lambda p: p.get_y())
     assert [round(b.get_x()) for b in bars] == [0, 1, 3]  # call, attempt, then the lookup after it
     assert ax.get_title() == "settled"
+    assert "write lands" not in [t.get_text() for t in ax.texts]  # nothing marked a landing
+
+
+def test_the_timeline_stars_where_a_write_lands(provider, exporter):
+    """Like notebook 04/05's timeline: a star labelled "write lands" on the attempt's row,
+    after the attempt started and before the caller gave up on it."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from agentkit.demo import matrix
+    from agentkit.demo.scenarios import Subject
+    from agentkit.faces.otel import plot_spans
+
+    class Traced(Subject):
+        def bench(self, **options):
+            bench = super().bench(**options)
+            instrument(bench.runner, tracer_provider=provider)
+            return bench
+
+    matrix.play("timeout_outcome_unknown", "reversible_write",
+                subject=Traced.demo("reversible_write"))
+    ax = plot_spans(exporter.get_finished_spans())
+    [star] = [line for line in ax.lines if line.get_marker() == "*"]
+    assert [t.get_text() for t in ax.texts].count("write lands") == 1
+    [row] = star.get_ydata()
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels[int(row)] == "└ agentkit.attempt save_draft"
+    attempt_bar = sorted(ax.patches[: len(labels)], key=lambda p: p.get_y())[int(row)]
+    [x] = star.get_xdata()
+    assert attempt_bar.get_x() < x < attempt_bar.get_x() + attempt_bar.get_width()
+    assert "write lands" in [t.get_text() for t in ax.get_legend().get_texts()]
 
 
 def test_a_call_the_sampler_drops_makes_no_span_at_all(fed, exporter):

@@ -38,13 +38,14 @@ def _name(requirement: str) -> str:
     return re.split(r"[<>=!~\[ ;]", requirement.strip(), maxsplit=1)[0].lower()
 
 
-#: The rule for environment.yml: it installs exactly what `make install` installs, i.e. the
-#: runtime dependencies and the `dev` extra with every extra that `dev` names in turn
-#: (`agentkit[notebooks]`, ...), so a conda or Binder user can run the notebooks and every
-#: gate of CI (lint, typecheck, tests). An extra that `dev` does not reach (the peers of
-#: `bench`, a backend only some users want) is opt-in and stays out: to put one in, name it
-#: from `dev`.
-ENVIRONMENT_EXTRAS = ("dev",)
+#: The rule for environment.yml: it installs exactly what a learner's `make lab` and
+#: `make frameworks` install, i.e. the runtime dependencies and the `notebooks` and `frameworks`
+#: extras with every extra they name in turn (`agentkit[mcp]`, ...), so a conda or Binder
+#: user can run every notebook; and no developer tool (`dev` alone brings those: a developer
+#: adds it with pip inside the environment).
+ENVIRONMENT_EXTRAS = ("notebooks", "frameworks")
+#: What only a developer needs: never in a learner's environment.
+DEVELOPER_TOOLS = {"mypy", "ruff", "playwright", "pytest", "hypothesis", "nbval", "pandas-stubs"}
 
 
 def _self_extras(requirement: str) -> list[str]:
@@ -68,13 +69,23 @@ def test_environment_yml_matches_pyproject():
                 todo += _self_extras(requirement)
             else:
                 wanted.add(_name(requirement))
-    assert "notebooks" in seen, "the dev extra must bring the notebooks extra"
+    assert not wanted & DEVELOPER_TOOLS, f"a developer tool in the learners' extras: {wanted & DEVELOPER_TOOLS}"
     text = (ROOT / "environment.yml").read_text()
     listed = {_name(m) for m in re.findall(r"^\s+- ([A-Za-z][\w.-]*[^\n]*)$", text, re.MULTILINE)}
     listed -= {"python", "pip", "pip:", "conda-forge"}
     assert "conda-forge" in text
     assert wanted == listed, f"only in pyproject: {wanted - listed}; only in environment.yml: {listed - wanted}"
     assert "- -e ." in text, "environment.yml must install the package itself"
+
+
+def test_dev_brings_every_extra_a_learner_gets():
+    """`make install` (dev) must run every notebook and test: it names the learners' extras."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    named = {e for requirement in extras["dev"] for e in _self_extras(requirement)}
+    assert set(ENVIRONMENT_EXTRAS) <= named
+    learners = {_name(r) for extra in ENVIRONMENT_EXTRAS for r in extras[extra]}
+    assert not learners & DEVELOPER_TOOLS
 
 
 def test_lab_settings_silence_the_news_popup():

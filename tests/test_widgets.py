@@ -182,9 +182,10 @@ def test_approval_panel_approves_one_call_exactly_once(tmp_path, corpus):
 
     [approve] = [b for b in _buttons(panel) if b.description == "Approve"]
     approve.click()
-    status = panel.status_html.value
+    status = html_unescape(panel.status_html.value)
     assert f"approved {approval_id}: ok" in status
-    assert "handler calls: 1" in status
+    assert "handler calls by this approval: 1" in status
+    assert "send_message's handler calls on this runner, every call so far: 1" in status
     assert outbox_lines(tmp_path) == 1
     assert panel.pending == [] and runner.pending_approvals() == []
     assert not [b for b in _buttons(panel) if b.description == "Approve"]
@@ -195,7 +196,8 @@ def test_approval_panel_approves_one_call_exactly_once(tmp_path, corpus):
     again = panel.approve(approval_id)
     assert again["replayed"] is True
     assert outbox_lines(tmp_path) == 1
-    assert "handler calls: 1" in panel.status_html.value
+    assert "handler calls by this approval: 0" in panel.status_html.value
+    assert "every call so far: 1" in panel.status_html.value
 
 
 def test_approval_panel_shows_what_will_run_with_invisible_characters_escaped(tmp_path, corpus):
@@ -221,7 +223,8 @@ def test_approval_panel_deny_runs_nothing(tmp_path, corpus):
     deny.click()
     status = panel.status_html.value
     assert f"denied {approval_id}: forbidden" in status
-    assert "handler calls: 0" in status
+    assert "handler calls by this denial: 0" in status
+    assert "every call so far: 0" in status
     assert outbox_lines(tmp_path) == 0
     assert panel.pending == []
     assert panel.history[-1][:2] == ("denied", approval_id)
@@ -241,10 +244,36 @@ def test_approval_panel_ask_again_shows_the_replay_and_no_second_send(tmp_path, 
     again.click()
     text = html_unescape(panel.again_html.value)
     assert "asked again: ok, replayed: the kept result; nothing ran" in text
-    assert "handler calls: 1" in text
+    assert "handler calls by this call: 0" in text
+    assert "send_message's handler calls on this runner, every call so far: 1" in text
     assert outbox_lines(tmp_path) == 1  # the model asked twice; the message went out once
     assert panel.pending == []  # the repeat asked no person again
     assert approval_id in panel.history[0]
+
+
+def test_approval_panel_counts_a_denial_per_call_after_an_approved_message(tmp_path, corpus):
+    """The room's case: one message approved and sent, then another denied. The denial ran
+    nothing: its own count says 0, and the tool's count on the runner (still 1, the earlier
+    message) is labelled as that, never as the denial's."""
+    runner = _runner(tmp_path, corpus)
+    first = _ask_to_send(runner)
+    second = runner.call("send_message", {"to": "everyone@example.com", "body": "Ship it!"})["approval_id"]
+    panel = ApprovalPanel(runner)
+    assert [record["approval_id"] for record in panel.pending] == [first, second]
+    panel.approve(first)
+    assert "handler calls by this approval: 1" in panel.status_html.value
+    [deny] = [b for b in _buttons(panel) if b.description == "Deny"]  # the one row left
+    deny.click()
+    status = html_unescape(panel.status_html.value)
+    assert f"denied {second}: forbidden" in status
+    assert "handler calls by this denial: 0\n" in status
+    assert "send_message's handler calls on this runner, every call so far: 1" in status
+    assert "handler calls: 1" not in status
+    assert outbox_lines(tmp_path) == 1
+    panel.ask_again()  # the denied call sent again: still forbidden, still nothing run
+    again = html_unescape(panel.again_html.value)
+    assert "asked again: forbidden" in again and "handler calls by this call: 0" in again
+    assert outbox_lines(tmp_path) == 1
 
 
 def test_approval_panel_denial_is_not_shown_as_success_and_its_id_does_not_wrap(tmp_path, corpus):

@@ -2,17 +2,22 @@
 
     .venv/bin/python tools/handout.py [--out build]
 
-writes ``build/handout.html`` (one A4 page: the pipeline, the side-effect levels, the error
-codes with ``retryable``, the two key designs, an empty prediction grid for the failure
-matrix) and ``build/answer_key.html`` (the filled grid, every notebook's "Check your
-understanding" with its answers, every exercise's solution, and the guide's live demo "audit
-save_brief" played for real). Print them from the browser (Ctrl+P; the handout fits one page).
+writes ``build/handout.html`` (one A4 sheet, both sides: on the front the pipeline, the
+side-effect levels, the error codes with ``retryable`` and the two key designs; on the back an
+empty prediction grid for the failure matrix, rows tall enough to write in, which says the key
+design of the matrix's tools, and the exit question) and ``build/answer_key.html`` (the
+pre-flight line, the filled grid, the exit question with its answer, every exercise's hint and
+solution, every notebook's "Check your understanding" and "Practice" with their answers, and
+the guide's live demo "audit save_brief" played for real). Print them from the browser
+(Ctrl+P; the handout: two pages, printed on both sides of one sheet).
 
 Nothing is copied by hand, so nothing can drift: the codes and their ``retryable`` come from
 ``agentkit.boundary.errors`` (ErrorCode, RETRYABLE), the levels from ``Effect``, the grid from
-``agentkit.demo.scenarios`` (FAILURES, CELLS) and ``data/failure_matrix.csv``, and the prose of
-each table from ``docs/design.md``. The build fails (exit 1, one line naming the mismatch)
-when docs/design.md's tables and the code disagree.
+``agentkit.demo.scenarios`` (FAILURES, CELLS) and ``data/failure_matrix.csv``, the key design
+of the matrix's tools from ``agentkit.demo.harness.key_design`` (as the audit detects it), the
+prose of each table from ``docs/design.md``, and the exit question from
+``notebooks/INSTRUCTOR.md``. The build fails (exit 1, one line naming the mismatch) when
+docs/design.md's tables and the code disagree.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DESIGN = ROOT / "docs" / "design.md"
 NOTEBOOKS = ROOT / "notebooks"
+INSTRUCTOR = NOTEBOOKS / "INSTRUCTOR.md"
 
 
 class Drift(ValueError):
@@ -121,11 +127,39 @@ def key_designs(design: str) -> list[list[str]]:
 # ----------------------------------------------------------------------------- the grid
 
 
+def matrix_key_designs() -> list[tuple[str, str, list[str], list[str]]]:
+    """(tool, key design, the arguments the "other payload" keeps, those it changes) for each
+    write of the matrix, detected as ``agentkit.demo.audit`` detects a learner's tool's."""
+    from agentkit.demo.harness import key_design
+    from agentkit.demo.scenarios import ARGUMENTS, OTHER_PAYLOAD, Ledger, make_tool
+
+    found = []
+    for effect, other in OTHER_PAYLOAD.items():
+        spec = make_tool(effect, Ledger())
+        first = ARGUMENTS[effect]
+        kept = [name for name in first if other.get(name) == first[name]]
+        changed = [name for name in first if other.get(name) != first[name]]
+        found.append((spec.name, key_design(spec, first, other), kept, changed))
+    return found
+
+
+def key_design_note() -> str:
+    """One sentence: which key design the matrix's writes use, so "same key, other payload"
+    has one answer (the grid's), not one per design."""
+    parts = [f"<code>{html.escape(tool)}</code> (same <code>{html.escape(kept[0])}</code>, "
+             f"other <code>{html.escape(', '.join(changed))}</code>): <b>{html.escape(design)}</b>"
+             for tool, design, kept, changed in matrix_key_designs()]
+    return ("<p class=\"note\">The matrix's writes and their key designs: " + "; ".join(parts)
+            + ". Predict <i>same key, other payload</i> by that design (its column of the key designs).</p>")
+
+
 def grid(answers: dict[tuple[str, str], str] | None = None) -> str:
     """The failure matrix as a table: "—" where a failure cannot happen at that level; blank
-    cells to fill in (``answers`` None), or the CSV's expectations (the answer key)."""
+    cells to write in (``answers`` None: a line for the code, one for the calls), or the
+    CSV's expectations (the answer key)."""
     from agentkit.demo.scenarios import CELLS, EFFECTS, FAILURES
 
+    designs = sorted({design for _, design, _, _ in matrix_key_designs()})
     head = "".join(f"<th>{html.escape(e.replace('_', ' '))}</th>" for e in EFFECTS)
     body = []
     for failure in FAILURES:
@@ -134,11 +168,16 @@ def grid(answers: dict[tuple[str, str], str] | None = None) -> str:
             if (failure, effect) not in CELLS:
                 cells.append('<td class="dash">—</td>')
             elif answers is None:
-                cells.append('<td class="blank">code:<span class="gap"></span>calls:</td>')
+                cells.append('<td class="blank"><span class="line">code</span>'
+                             '<span class="line">handler calls</span></td>')
             else:
                 cells.append(f"<td>{html.escape(answers[(failure, effect)])}</td>")
-        body.append(f"<tr><th>{html.escape(failure.replace('_', ' '))}</th>{''.join(cells)}</tr>")
-    return (f'<table class="grid"><tr><th>failure</th>{head}</tr>{"".join(body)}</table>')
+        label = html.escape(failure.replace("_", " "))
+        if failure == "same_key_other_payload":
+            label += f'<br><span class="sub">keys: {html.escape(" / ".join(designs))}</span>'
+        body.append(f"<tr><th>{label}</th>{''.join(cells)}</tr>")
+    kind = "grid blanks" if answers is None else "grid"
+    return f'<table class="{kind}"><tr><th>failure</th>{head}</tr>{"".join(body)}</table>'
 
 
 def matrix_answers() -> dict[tuple[str, str], str]:
@@ -148,23 +187,44 @@ def matrix_answers() -> dict[tuple[str, str], str]:
             for r in load_matrix()}
 
 
+def exit_question(guide: str) -> tuple[str, str]:
+    """(the question, its answer) as Markdown, from INSTRUCTOR.md's "**Exit question**"."""
+    text = section(guide, "## Session objective and exit question")
+    match = re.search(r"\*\*Exit question\*\*[^\n]*\n\n((?:> [^\n]*\n?)+)", text)
+    answer = re.search(r"<details><summary>Answer</summary>\n(.*?)</details>", text, flags=re.DOTALL)
+    if match is None or answer is None:
+        raise Drift("notebooks/INSTRUCTOR.md has no exit question with its folded answer")
+    question = " ".join(line[2:].strip() for line in match[1].splitlines())
+    return question, answer[1].strip()
+
+
 # ----------------------------------------------------------------------------- pages
 
 STYLE = """
-@page { size: A4; margin: 8mm; }
-body { font: 7.6pt/1.22 system-ui, sans-serif; color: #111; max-width: 194mm; margin: 0 auto; }
+@page { size: A4; margin: 9mm; }
+body { font: 8.3pt/1.25 system-ui, sans-serif; color: #111; max-width: 192mm; margin: 0 auto; }
 h1 { font-size: 12pt; margin: 0 0 0.5mm; } h2 { font-size: 9pt; margin: 1.5mm 0 0.6mm; }
+h3 { font-size: 8.4pt; margin: 2mm 0 0.6mm; }
 table { border-collapse: collapse; width: 100%; margin-bottom: 0.5mm; }
 th, td { border: 1px solid #999; padding: 0.3mm 1mm; text-align: left; vertical-align: top; }
-th { background: #eee; } code { font-size: 7.2pt; }
-pre { font-size: 6.8pt; margin: 0 0 1mm; line-height: 1.1; }
+th { background: #eee; } code { font-size: 0.92em; }
+pre { font-size: 7.2pt; margin: 0 0 1mm; line-height: 1.15;
+      white-space: pre-wrap; overflow-wrap: anywhere; }
 .two { display: grid; grid-template-columns: 1fr 1fr; gap: 3mm; }
-.grid td.blank .gap { display: inline-block; width: 60%; }
-.grid td.blank { height: 4.6mm; width: 26%; color: #777; font-size: 6.5pt; }
-.grid td.dash { color: #999; text-align: center; background: #f6f6f6; }
+.back { break-before: page; page-break-before: always; font-size: 9pt; }
+.back h2 { font-size: 11pt; margin: 0 0 1.5mm; }
+.grid td.dash { color: #999; text-align: center; background: #f6f6f6; vertical-align: middle; }
+.grid th .sub { font-weight: normal; font-size: 7pt; color: #444; }
+.blanks th:first-child { width: 34mm; }
+.blanks td.blank { width: 52mm; height: 18mm; padding: 0 1.5mm; }
+.blanks td.blank .line { display: block; height: 9mm; border-bottom: 1px dotted #aaa;
+                         font-size: 6.5pt; color: #888; }
+.blanks td.blank .line + .line { height: 8.5mm; }
+.blanks th { font-size: 8.5pt; vertical-align: middle; }
+.note { font-size: 8.5pt; margin: 1mm 0 2mm; }
+.write { border-bottom: 1px solid #999; height: 9mm; }
 .small { font-size: 8pt; color: #333; }
 .answers details { margin: 1mm 0 3mm 4mm; } .answers summary { font-weight: bold; }
-.page { page-break-after: always; }
 """
 
 
@@ -174,11 +234,12 @@ def page(title: str, body: str) -> str:
             f"<body>\n{body}\n</body></html>\n")
 
 
-def handout(design: str) -> str:
+def handout(design: str, guide: str | None = None) -> str:
     picture, stages = pipeline(design)
     levels = effects(design)
     codes = error_codes(design)
     designs = key_designs(design)
+    question, _ = exit_question(INSTRUCTOR.read_text(encoding="utf-8") if guide is None else guide)
     parts = [
         ("<h1>One execution boundary around every tool "
         '<span class="small">· agentkit notebooks 00–07 · <i>a timeout does not prove that a '
@@ -205,10 +266,15 @@ def handout(design: str) -> str:
         "<table>" + "".join(
             "<tr>" + "".join(f"<td>{inline(cell)}</td>" for cell in row) + "</tr>" for row in
             [["", "content-addressed", "id-addressed"], *designs]) + "</table>",
-        "<h2>5. Predict the failure matrix: the code the model sees, and the handler's real calls</h2>",
+        '<div class="back">',
+        ("<h2>5. Predict the failure matrix: the code the model sees last, and the handler's "
+         "real calls</h2>"),
+        key_design_note(),
         grid(),
-        ('<p class="small">Pre-flight: <code>python -m agentkit matrix</code> plays every cell '
-        "and exits 0 when all match.</p>"),
+        "<h2>6. Exit question</h2>",
+        f'<p class="note">{inline(question)}</p>',
+        '<div class="write"></div>' * 4,
+        "</div>",
     ]
     return page("agentkit handout", "\n".join(parts))
 
@@ -229,7 +295,7 @@ def notebook_quizzes(paths: Iterable[Path]) -> list[tuple[str, str]]:
                 end = text.find("\n## ", start + len(heading))
                 parts.append(text[start: end if end >= 0 else len(text)].strip())
         if parts:
-            found.append((path.stem, "\n\n".join(parts).replace("## ", "### ")))
+            found.append((path.stem, "\n\n".join(parts).replace("## ", "#### ")))
     return found
 
 
@@ -287,19 +353,26 @@ def exercise_solutions() -> list[tuple[int, str, str, str]]:
     return [(e.number, e.title, e.hint_text, e.solution_code) for e in found]
 
 
-def answer_key(design: str, notebooks: Sequence[Path]) -> str:
+def answer_key(design: str, notebooks: Sequence[Path], guide: str | None = None) -> str:
+    question, answer = exit_question(INSTRUCTOR.read_text(encoding="utf-8") if guide is None else guide)
     parts = [
         "<h1>Answer key (instructor's copy)</h1>",
+        ('<p class="small"><b>Pre-flight</b>, on the machine you present from: '
+         "<code>.venv/bin/python -m agentkit matrix</code> plays every cell of the matrix and "
+         "exits 0 when all match (1 names the cell that does not).</p>"),
         "<h2>The failure matrix, filled in (data/failure_matrix.csv)</h2>",
+        key_design_note(),
         grid(matrix_answers()),
-        '<div class="page"></div>',
+        "<h2>The exit question</h2>",
+        f"<p>{inline(question)}</p>",
+        f'<section class="answers">{markdown_html(answer)}</section>',
         "<h2>The guide's live demo: audit save_brief</h2>",
         save_brief_audit(),
         "<h2>Exercises (notebooks 06 and 07): hint and solution</h2>",
     ]
     for number, title, hint, solution in exercise_solutions():
-        parts.append(f"<h3>Exercise {number}: {html.escape(title)}</h3>"
-                     f"<p class=\"small\">Hint: {html.escape(hint)}</p>"
+        parts.append(f"<h3>Exercise {number}: {inline(title)}</h3>"
+                     f"<p class=\"small\">Hint: {inline(hint)}</p>"
                      f"<pre>{html.escape(solution)}</pre>")
     parts.append("<h2>Quizzes: every notebook's questions and answers</h2>")
     for name, markdown in notebook_quizzes(notebooks):

@@ -4,6 +4,11 @@ The faces (:mod:`~agentkit.faces.openai_agents`, :mod:`~agentkit.faces.pydantic_
 :mod:`~agentkit.faces.langgraph`) are thin: each turns one framework tool call into one
 ``runner.acall`` and the result dict into what the model reads. This module holds the few
 lines they would otherwise repeat, and imports no framework.
+
+A face imported without its framework raises :class:`MissingFramework`: a
+``ModuleNotFoundError`` that says what to install, which a notebook shows as that one line,
+never a traceback (a learner whose ``make lab`` left the frameworks out meets it in notebook
+08's first cell).
 """
 
 from __future__ import annotations
@@ -13,6 +18,29 @@ from typing import Any
 
 from agentkit.boundary.errors import ErrorCode, failure
 from agentkit.policy.runner import ToolRunner
+
+
+class MissingFramework(ModuleNotFoundError):
+    """A framework face imported where its framework is not installed.
+
+    ``name`` is the missing module. IPython shows an exception's ``_render_traceback_()``
+    instead of its traceback: in a notebook the learner reads the one line saying what to
+    install, and Run All stops there, before any cell that needs the framework.
+    """
+
+    def __init__(self, face: str, extra: str, missing: ModuleNotFoundError) -> None:
+        module = missing.name or str(missing)
+        super().__init__(
+            f"agentkit.faces.{face} needs the {extra} framework, which is not installed here "
+            f"(no module named {module!r}). In the agentkit repository run `make frameworks` "
+            f"(notebook 08's three frameworks, left out of `make lab`); elsewhere "
+            f"`pip install 'agentkit[{extra}]'`. Then restart the kernel.",
+            name=module,
+        )
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
 
 #: What the model reads when a person rejected a call in the framework's approval flow:
 #: agentkit's ``forbidden`` (nothing ran; asking again will not help).

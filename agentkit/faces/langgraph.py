@@ -31,17 +31,20 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any
 
-from langchain_core.messages import ToolMessage
-from langchain_core.runnables import RunnableConfig, ensure_config
-from langchain_core.tools import BaseTool, StructuredTool
-from langgraph.prebuilt import ToolNode
-from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.types import Command, interrupt
-
 from agentkit.boundary.canonical import canonical_json
 from agentkit.boundary.spec import Effect, ToolSpec
-from agentkit.faces.framework import FORBIDDEN, call_approved, model_text
+from agentkit.faces.framework import FORBIDDEN, MissingFramework, call_approved, model_text
 from agentkit.policy.runner import ToolRunner
+
+try:
+    from langchain_core.messages import ToolMessage
+    from langchain_core.runnables import RunnableConfig, ensure_config
+    from langchain_core.tools import BaseTool, StructuredTool
+    from langgraph.prebuilt import ToolNode
+    from langgraph.prebuilt.tool_node import ToolCallRequest
+    from langgraph.types import Command, interrupt
+except ModuleNotFoundError as missing:  # one clear line in a notebook, not a traceback
+    raise MissingFramework('langgraph', 'langgraph', missing) from None
 
 __all__ = ["tool_node", "tools"]
 

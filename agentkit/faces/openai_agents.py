@@ -23,12 +23,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents import FunctionTool, RunContextWrapper, RunState, ToolApprovalItem
-from agents.tool_context import ToolContext
-
 from agentkit.boundary.spec import Effect, ToolSpec
-from agentkit.faces.framework import forbidden_text, model_text, parse_arguments, run_approved
+from agentkit.faces.framework import (
+    MissingFramework,
+    forbidden_text,
+    model_text,
+    parse_arguments,
+    run_approved,
+)
 from agentkit.policy.runner import ToolRunner
+
+try:
+    from agents import FunctionTool, RunContextWrapper, RunState, ToolApprovalItem
+    from agents.tool_context import ToolContext
+except ModuleNotFoundError as missing:  # one clear line in a notebook, not a traceback
+    raise MissingFramework('openai_agents', 'openai-agents', missing) from None
 
 __all__ = ["approve", "function_tools", "reject"]
 

@@ -13,6 +13,10 @@ policy's events (:mod:`agentkit.policy.events`, docs/design.md#events) become sp
 - each handler attempt is a child span ``agentkit.attempt {tool}`` (``agentkit.attempt.number``,
   ``agentkit.outcome``, ``agentkit.handler_ran``, and ``agentkit.handler_still_running`` when
   the boundary gave up on a handler that is still running: a timed-out write that may land);
+  a write's attempt whose handler marked the moment its write took effect
+  (:func:`agentkit.boundary.concurrency.mark_landed`) before the attempt ended carries the
+  event ``agentkit.write_landed`` at that moment: the write that landed although its caller
+  never heard of it;
 - each status lookup is a child span ``agentkit.status_lookup {tool}``
   (``agentkit.status_lookup.number``, ``agentkit.outcome`` = ``done``/``not_done``/``unknown``);
 - what ran nothing shows as span events on the call's span: ``agentkit.replay`` (a stored result
@@ -92,6 +96,7 @@ ATTEMPT_NUMBER = "agentkit.attempt.number"
 LOOKUP_NUMBER = "agentkit.status_lookup.number"
 HANDLER_RAN = "agentkit.handler_ran"
 STILL_RUNNING = "agentkit.handler_still_running"
+WRITE_LANDED = "agentkit.write_landed"  # an event on a write's attempt span
 
 #: The instrumentation scope the spans are reported under.
 SCOPE = "agentkit"
@@ -288,6 +293,9 @@ class Instrumentation:
         attempt = event.attempt  # read now, never kept
         if attempt is not None and attempt.running:
             attributes[STILL_RUNNING] = True
+        landed = attempt.landed_at if attempt is not None else None
+        if landed is not None and landed <= event.at and event.effect != "read":
+            span.add_event(WRITE_LANDED, timestamp=self._ns(landed))
         if event.outcome != "ok":
             attributes[ERROR_TYPE] = event.outcome
             span.set_status(Status(StatusCode.ERROR, event.outcome))
@@ -495,14 +503,18 @@ def spans_frame(spans: Any) -> Any:
 
 def plot_spans(spans: Any, *, ax: Any = None, title: str = "") -> Any:
     """The spans as a timeline: one row per span, in tree order (children indented under
-    their call), a bar from its start to its end, red where its status is ERROR, and ``…``
-    after an attempt whose handler was still running when the boundary gave up on it.
+    their call), a bar from its start to its end, red where its status is ERROR, ``…`` after
+    an attempt whose handler was still running when the boundary gave up on it, and a star
+    where a write **lands** (the attempt's ``agentkit.write_landed`` event), as in
+    :func:`agentkit.lessons.timeline.plot_timeline`.
 
-    Schematic, like :func:`agentkit.lessons.timeline.plot_timeline`: starts and ends are placed
-    at evenly spaced positions in the order they happened, so the picture is the same on
-    every run; the x axis shows order, not duration. Returns the matplotlib ``Axes``.
+    Schematic, like :func:`agentkit.lessons.timeline.plot_timeline`: starts, ends and landings
+    are placed at evenly spaced positions in the order they happened, so the picture is the
+    same on every run; the x axis shows order, not duration. Returns the matplotlib ``Axes``.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     roots, children = _children(list(spans))
     rows: list[tuple[Any, int]] = []
@@ -514,7 +526,10 @@ def plot_spans(spans: Any, *, ax: Any = None, title: str = "") -> Any:
 
     for root in roots:
         walk(root, 0)
-    moments = sorted({t for span, _ in rows for t in (span.start_time, span.end_time)})
+    landings = [(y, event.timestamp) for y, (span, _) in enumerate(rows)
+                for event in span.events if event.name == WRITE_LANDED]
+    moments = sorted({t for span, _ in rows for t in (span.start_time, span.end_time)}
+                     | {t for _, t in landings})
     place = {t: n for n, t in enumerate(moments)}
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.0))
@@ -525,17 +540,28 @@ def plot_spans(spans: Any, *, ax: Any = None, title: str = "") -> Any:
         ax.barh(y, max(end - start, 0.3), left=start, height=0.5, color=colours[kind])
         if (span.attributes or {}).get(STILL_RUNNING):
             ax.text(end + 0.1, y, "… still running", va="center", fontsize=8)
+    for y, at in landings:
+        ax.plot([place[at]], [y], marker="*", markersize=14, color=_LANDS, linestyle="none",
+                markeredgecolor="black", markeredgewidth=0.5)
+        ax.annotate("write lands", (place[at], y), xytext=(0, -13), textcoords="offset points",
+                    ha="center", va="top", fontsize=8)  # under the bar, not on it
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([("└ " * min(depth, 1)) + span.name for span, depth in rows])
     ax.invert_yaxis()
     ax.set_xticks([])
     ax.set_xlabel("order of events (schematic, not to scale)")
     ax.set_xlim(-0.5, len(moments) + 1.5)
-    from matplotlib.patches import Patch
-
     labels = {"call": "tool call", "step": "attempt / status lookup", "error": "status ERROR"}
-    ax.legend(handles=[Patch(color=colours[k], label=labels[k]) for k in labels],
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    handles: list[Any] = [Patch(color=colours[k], label=labels[k]) for k in labels]
+    if landings:
+        handles.append(Line2D([], [], marker="*", markersize=12, color=_LANDS, linestyle="none",
+                              markeredgecolor="black", markeredgewidth=0.5, label="write lands"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     if title:
         ax.set_title(title)
     return ax
+
+
+#: The colour of the "write lands" star: its shape and label are the timeline's
+#: (agentkit.faces.timeline), its colour not, because blue here is the call's bar.
+_LANDS = "#f9a825"

@@ -24,14 +24,23 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic_ai import ApprovalRequired, RunContext, ToolApproved, ToolDenied
-from pydantic_ai.tools import ToolDefinition
-from pydantic_ai.toolsets import AbstractToolset
-from pydantic_ai.toolsets.abstract import ToolsetTool
-
 from agentkit.boundary.spec import Effect
-from agentkit.faces.framework import forbidden_text, model_text, parse_arguments, run_approved
+from agentkit.faces.framework import (
+    MissingFramework,
+    forbidden_text,
+    model_text,
+    parse_arguments,
+    run_approved,
+)
 from agentkit.policy.runner import ToolRunner
+
+try:
+    from pydantic_ai import ApprovalRequired, RunContext, ToolApproved, ToolDenied
+    from pydantic_ai.tools import ToolDefinition
+    from pydantic_ai.toolsets import AbstractToolset
+    from pydantic_ai.toolsets.abstract import ToolsetTool
+except ModuleNotFoundError as missing:  # one clear line in a notebook, not a traceback
+    raise MissingFramework('pydantic_ai', 'pydantic-ai', missing) from None
 
 __all__ = ["AgentkitToolset", "approved", "denied", "toolset"]
 

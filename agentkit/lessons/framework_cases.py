@@ -158,8 +158,9 @@ class Bench:
         self._count()
         with self._lock:
             self.ledger.append({"to": to, "cents": cents})
-        # The receipt names the payment, not its place in the ledger: two payments settled
-        # side by side (a LangGraph node runs its tool calls in parallel) may land either way.
+        # The receipt names the payment, not its place in the ledger: LangGraph's stock
+        # ToolNode (the "alone" runs) settles a node's calls on parallel threads, so two
+        # payments may land either way. (The face's node runs them in the model's order.)
         return f"paid {cents} cents to {to}"
 
     async def asave_note(self, text: str) -> str:

@@ -8,9 +8,11 @@ times or paths, and results print as sorted JSON.
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import logging
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,9 +33,36 @@ def fresh_workspace(path: str | Path = "workspace") -> Path:
     return folder
 
 
+#: How :func:`show` draws its line in a notebook. JupyterLab breaks a long output line at any
+#: character ("replaye" / "d"); this lets it wrap only between words (a token longer than the
+#: line, a hash, may still break), in the size and margins of a printed line.
+_WRAPPING_LINE = ('<pre style="margin: 0; padding-left: 1ch; font-size: var(--jp-code-font-size); '
+                  'line-height: var(--jp-code-line-height); white-space: pre-wrap; '
+                  'word-break: normal; overflow-wrap: anywhere">{}</pre>')
+
+
 def show(result: Any) -> None:
-    """Print a result as the model sees it: one line of JSON, keys in the result's own order."""
-    print(json.dumps(result, ensure_ascii=False))
+    """Show a result as the model sees it: one line of JSON, keys in the result's own order.
+
+    Outside a notebook the line is printed. In a Jupyter kernel it is displayed: the same line
+    as ``text/plain`` (what a terminal, nbval or a text export reads) and as HTML that wraps
+    between words, so escaped JSON inside ``data`` never breaks in the middle of a word.
+    """
+    line = json.dumps(result, ensure_ascii=False)
+    if not _in_a_kernel():
+        print(line)
+        return
+    from IPython.display import display
+
+    page = _WRAPPING_LINE.format(html.escape(line))
+    display({"text/plain": line, "text/html": page}, raw=True)  # type: ignore[no-untyped-call]
+
+
+def _in_a_kernel() -> bool:
+    """True inside a Jupyter kernel (never imports IPython where nothing has)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "kernel", None) is not None
 
 
 class LogLines(list[str]):

@@ -291,7 +291,12 @@ class ApprovalPanel(_Panel):
     settles it as ``forbidden`` (``runner.deny``). The list refreshes after each decision;
     Refresh picks up approvals asked for since. After a decision, **Ask again** sends the same
     call once more, as the model would (``runner.call``), and shows what comes back: the kept
-    result with ``replayed: true`` and the handler call count unchanged.
+    result with ``replayed: true`` and no new handler call.
+
+    Each answer counts the handler's real calls twice, each with its name: those made by this
+    click (``handler calls by this approval/denial/call``: 1 for an approval that ran, 0 for a
+    denial or a replay) and the tool's on this runner so far, every call included (the
+    trace's ``call_counts()``), so a denial after an approved message reads 0, then 1.
     """
 
     def __init__(self, runner: Any) -> None:
@@ -350,14 +355,14 @@ class ApprovalPanel(_Panel):
             self.again_html.value = _message("Approve or deny a call first.")
             return None
         tool, arguments = self.last_call
+        before = self._calls(tool)
         result: dict[str, Any] = self.runner.call(tool, dict(arguments))
         outcome = "ok" if result.get("ok") else str(result.get("error"))
         if result.get("replayed"):
             outcome += ", replayed: the kept result; nothing ran"
-        calls = self.runner.trace.call_counts().get(tool, 0)
         self.again_html.value = (
             _message(f"asked again: {outcome}")
-            + _pre(f"handler calls: {calls}\n{result_text(result)}"))
+            + _pre(f"{self._counted(tool, 'call', before)}\n{result_text(result)}"))
         self.refresh()
         return result
 
@@ -367,6 +372,7 @@ class ApprovalPanel(_Panel):
         tool = self._tool_of(approval_id)
         arguments = next((record.get("arguments") for record in self.pending
                           if record.get("approval_id") == approval_id), None)
+        before = self._calls(tool)
         try:
             result = act(approval_id)
         finally:
@@ -378,11 +384,21 @@ class ApprovalPanel(_Panel):
         self.last_result = result
         self.history.append((decision, approval_id, result))
         outcome = "ok" if result.get("ok") else str(result.get("error"))
-        calls = self.runner.trace.call_counts().get(tool, 0) if tool else 0
-        lines = [f"{decision} {approval_id}: {outcome}", f"handler calls: {calls}", result_text(result)]
+        counted = self._counted(tool, "denial" if decision == "denied" else "approval", before)
+        lines = [f"{decision} {approval_id}: {outcome}", counted, result_text(result)]
         kind = "denied" if decision == "denied" else ("ok" if result.get("ok") else "error")
         self.status_html.value = _message(lines[0], kind) + _pre("\n".join(lines[1:]))
         return result
+
+    def _calls(self, tool: str) -> int:
+        """The tool's handler calls on this runner so far, every call included (0 without a tool)."""
+        return int(self.runner.trace.call_counts().get(tool, 0)) if tool else 0
+
+    def _counted(self, tool: str, by: str, before: int) -> str:
+        """Two counts, each named: this click's handler calls, and the tool's in all."""
+        now = self._calls(tool)
+        return (f"handler calls by this {by}: {now - before}\n"
+                f"{tool or 'the tool'}'s handler calls on this runner, every call so far: {now}")
 
     def _tool_of(self, approval_id: str) -> str:
         for record in self.pending:

@@ -476,6 +476,30 @@ def run_all_cells(nb: NotebookPage, timeout: float = RUN_ALL_TIMEOUT, settle: fl
     return nb.views
 
 
+def run_cell(nb: NotebookPage, index: int, timeout: float = RUN_ALL_TIMEOUT) -> CellView:
+    """Run one cell, as a learner does with Shift+Enter on it (the notebook's cell ``index``
+    made active, then Run → Run Selected Cell, which here does not move on), and wait until it
+    has run: a new execution count and the kernel idle. Returns the cell as the page shows it."""
+    page = nb.page
+    before = read_cells(nb)[index].execution_count
+    page.evaluate("(i) => { const nb = window.jupyterapp.shell.currentWidget.content;"
+                  " nb.activeCellIndex = i; nb.deselectAll(); }", index)
+    _command(nb, "notebook:run-cell", "Run", "Run Selected Cell and Do not Advance")
+    prompt = f"() => ((document.querySelectorAll('{PANEL} .jp-Notebook .jp-Cell')[{index}]"
+    prompt += ".querySelector('.jp-InputArea-prompt') || {}).textContent || '').trim()"
+    done = (f"() => {{ const t = ({prompt})(); const n = parseInt(t.replace(/[^0-9]/g, ''));"
+            f" return !t.includes('*') && !isNaN(n) && n !== {before if before is not None else -1}; }}")
+    wait_for(page, done, f"cell {index} of {nb.name} to run", timeout, status_js=prompt)
+    wait_for(page, KERNEL_IDLE_JS, f"the kernel of {nb.name} to be idle", timeout, status_js=KERNEL_STATUS_JS)
+    return read_cells(nb)[index]
+
+
+def cell_text(nb: NotebookPage, index: int) -> str:
+    """The text of a cell's outputs as the page shows them."""
+    cell = nb.page.locator(f"{PANEL} .jp-Notebook .jp-Cell").nth(index)
+    return cell.locator(".jp-OutputArea").inner_text()
+
+
 def _wait_widgets_rendered(nb: NotebookPage, timeout: float) -> None:
     """Widget views render after their display message; give them a bounded moment."""
     deadline = time.monotonic() + min(timeout, WIDGET_TIMEOUT)

@@ -99,9 +99,28 @@ def test_approval_panel(notebooks):
 
     lab.button(row, "Approve").first.click()
     expect(status).to_contain_text(f"approved {approval_id}: ok", timeout=TIMEOUT_MS)
-    expect(status).to_contain_text(re.compile(r"handler calls: 1\b"))
+    expect(status).to_contain_text(re.compile(r"handler calls by this approval: 1\b"))
     expect(panel.locator(".agentkit-approval-row").filter(has_text=approval_id)).to_have_count(0)
     lab.shot(panel, "approval-panel.png")
+
+    # Ask again: the model sends the approved call once more; the kept result, nothing runs.
+    again = panel.locator(".agentkit-approval-again")
+    lab.button(panel, "Ask again").first.click()
+    expect(again).to_contain_text("replayed: the kept result; nothing ran", timeout=TIMEOUT_MS)
+    expect(again).to_contain_text(re.compile(r"handler calls by this call: 0\b"))
+
+    # Deny the other message (04 asks for two): nothing runs, and each count says what it counts.
+    others = panel.locator(".agentkit-approval-row").filter(has_text="send_message")
+    if others.count() == 0:
+        pytest.fail(f"{name}'s panel has no second send_message to deny", pytrace=False)
+    denied_id = others.first.locator("small").first.inner_text().strip()
+    lab.button(others.first, "Deny").first.click()
+    expect(status).to_contain_text(f"denied {denied_id}: forbidden", timeout=TIMEOUT_MS)
+    expect(status).to_contain_text(re.compile(r"handler calls by this denial: 0\b"))
+    expect(status).to_contain_text(re.compile(r"send_message's handler calls on this runner, every call so far: 1\b"))
+    expect(status).not_to_contain_text(re.compile(r"^handler calls: 1", re.MULTILINE))
+    expect(panel.locator(".agentkit-approval-row")).to_have_count(0)
+    lab.shot(panel, "approval-panel-denied.png")
 
 
 def test_agent_stepper(notebooks):

@@ -109,23 +109,40 @@ effects = {
         done = _play_effect(name, chosen)
         times = f"{done['actions']} time{'s' if done['actions'] != 1 else ''}"
         asked = "a person was asked first" if done["asked"] else "nobody was asked"
-        seen = f"as {chosen.value}, after a dropped connection it happened {times} and {asked}"
-        if truth is Effect.READ:
-            why = ("a read changes nothing: it may simply be asked again, with no key, no "
-                   "lookup and no approval")
-        elif truth is Effect.REVERSIBLE_WRITE and chosen is Effect.READ:
+        seen = (f"as {chosen.value}, after a dropped connection it happened {times}, {asked}, "
+                f"and the model read {done['seen']}")
+        if _LEVELS.index(chosen) > _LEVELS.index(truth):  # more careful than the tool needs
+            return f"{name}: {seen}; too cautious: {_TOO_CAUTIOUS[truth, chosen]}."
+        if truth is Effect.REVERSIBLE_WRITE:
             why = "a write is never retried blindly: it needs a key and a status lookup"
-        elif truth is Effect.REVERSIBLE_WRITE:
-            why = ("it can be overwritten or undone, so a key and a status lookup make it safe "
-                   "without stopping for a person every time")
         else:
             why = "it cannot be taken back: it must wait for a person and never be retried"
         return f"{name}: {seen}; {why}."
 
 
+#: The levels from the least to the most careful policy.
+_LEVELS = (Effect.READ, Effect.REVERSIBLE_WRITE, Effect.IRREVERSIBLE_WRITE)
+
+#: Why a level above the tool's own costs something: (the tool's level, the level chosen).
+_TOO_CAUTIOUS = {
+    (Effect.READ, Effect.REVERSIBLE_WRITE): (
+        "a read changes nothing, so it needs no idempotency key and no status lookup: it may "
+        "simply be asked again"),
+    (Effect.READ, Effect.IRREVERSIBLE_WRITE): (
+        "a read changes nothing, yet every call now waits for a person and is never retried, "
+        "so one dropped connection leaves the model without its answer"),
+    (Effect.REVERSIBLE_WRITE, Effect.IRREVERSIBLE_WRITE): (
+        "it can be overwritten or moved back, so a key and a status lookup make a repeat safe; "
+        "as an irreversible write every change waits for a person and is never retried, and "
+        "a dropped connection ends in outcome_unknown where the status lookup would have found "
+        "it done"),
+}
+
+
 def _play_effect(name: str, effect: Effect) -> dict[str, Any]:
     """Run tool ``name`` at level ``effect``: its connection drops once right after the action
-    took effect. Returns how many times the action happened and whether approval was asked."""
+    took effect. Returns how many times the action happened, whether approval was asked and
+    what the model read last (``ok`` or the error code)."""
     actions: list[str] = []
 
     def act(ref: str) -> dict[str, Any]:
@@ -137,14 +154,17 @@ def _play_effect(name: str, effect: Effect) -> dict[str, Any]:
 
     act.__name__ = act.__qualname__ = name
     fault = faults.fail_times(act, 1, after_call=True)
-    spec = ToolSpec(name, TOOLS_TO_CLASSIFY[name], effect, 2.0, 3, 2000, fault,
+    # An irreversible write is never retried (ToolSpec refuses max_attempts > 1 for one).
+    attempts = 1 if effect is Effect.IRREVERSIBLE_WRITE else 3
+    spec = ToolSpec(name, TOOLS_TO_CLASSIFY[name], effect, 2.0, attempts, 2000, fault,
                     status_lookup=status if effect is Effect.REVERSIBLE_WRITE else None)
     runner = ToolRunner(ToolRegistry([spec]), sleep=no_wait)
     result = runner.call(name, {"ref": "x-1"})
     asked = result.get("error") == "approval_required"
     if asked:
-        runner.approve(result["approval_id"])
-    return {"actions": len(actions), "asked": asked}
+        result = runner.approve(result["approval_id"])
+    seen = "ok" if result.get("ok") else str(result.get("error"))
+    return {"actions": len(actions), "asked": asked, "seen": seen}
 
 
 q2 = EffectLevelExercise()
