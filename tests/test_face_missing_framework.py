@@ -1,7 +1,7 @@
 """A face imported without its framework says what to install, in one line, never a traceback.
 
-`make lab` leaves notebook 08's frameworks out (`make frameworks` adds them); a learner who opens
-08 anyway meets this in its first cell. Each case hides the framework's modules
+`make lab` leaves notebook 08's frameworks and notebook 10's engines out (`make frameworks` adds
+them); a learner who opens 08 or 10 anyway meets this in its first cell. Each case hides the framework's modules
 (``sys.modules[name] = None`` makes ``import name`` fail as if it were not installed).
 """
 
@@ -12,11 +12,14 @@ import sys
 
 import pytest
 
-#: face module → (extra, the framework's top-level modules)
+#: face module → (extra, the framework's top-level modules, what the face calls it)
 FACES = {
-    "openai_agents": ("openai-agents", ["agents"]),
-    "pydantic_ai": ("pydantic-ai", ["pydantic_ai"]),
-    "langgraph": ("langgraph", ["langgraph", "langchain_core"]),
+    "openai_agents": ("openai-agents", ["agents"], "framework"),
+    "pydantic_ai": ("pydantic-ai", ["pydantic_ai"], "framework"),
+    "langgraph": ("langgraph", ["langgraph", "langchain_core"], "framework"),
+    # notebook 10's durable-execution engines, also left out of `make lab`
+    "dbos": ("dbos", ["dbos"], "engine"),
+    "temporal": ("temporal", ["temporalio"], "engine"),
 }
 
 
@@ -26,7 +29,7 @@ def hide(modules: list[str]) -> str:
 
 @pytest.mark.parametrize("face", sorted(FACES))
 def test_the_error_names_the_missing_module_and_what_to_install(face: str) -> None:
-    extra, modules = FACES[face]
+    extra, modules, kind_of = FACES[face]
     code = hide(modules) + f"""
 try:
     import agentkit.faces.{face}
@@ -39,7 +42,7 @@ except ModuleNotFoundError as exc:
     kind, message, rendered = out.stdout.splitlines()
     name, missing = kind.split()
     assert name == "MissingFramework" and missing.split(".")[0] in modules
-    assert f"agentkit.faces.{face} needs the {extra} framework" in message
+    assert f"agentkit.faces.{face} needs the {extra} {kind_of}" in message
     assert "`make frameworks`" in message and f"`pip install 'agentkit[{extra}]'`" in message
     assert "restart the kernel" in message
     assert rendered == repr([f"MissingFramework: {message}"])

@@ -44,12 +44,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dbos import DBOS, DBOSClient, StepOptions
-from dbos import error as dbos_error
-
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.faces.durable import BudgetChoice, WorkflowRunners, call_id
+from agentkit.faces.framework import MissingFramework
 from agentkit.policy.runner import ToolRunner
+
+try:
+    from dbos import DBOS, DBOSClient, StepOptions
+    from dbos import error as dbos_error
+except ModuleNotFoundError as missing:  # one clear line in a notebook, not a traceback
+    raise MissingFramework("dbos", "dbos", missing, "engine") from None
 
 __all__ = [
     "DecisionNotSent",

@@ -5,10 +5,10 @@ The faces (:mod:`~agentkit.faces.openai_agents`, :mod:`~agentkit.faces.pydantic_
 ``runner.acall`` and the result dict into what the model reads. This module holds the few
 lines they would otherwise repeat, and imports no framework.
 
-A face imported without its framework raises :class:`MissingFramework`: a
-``ModuleNotFoundError`` that says what to install, which a notebook shows as that one line,
-never a traceback (a learner whose ``make lab`` left the frameworks out meets it in notebook
-08's first cell).
+A face imported without its framework (or engine: the durable faces use it too) raises
+:class:`MissingFramework`: a ``ModuleNotFoundError`` that says what to install, which a notebook
+shows as that one line, never a traceback (a learner whose ``make lab`` left the frameworks out
+meets it in the first cell of notebook 08 or 10).
 """
 
 from __future__ import annotations
@@ -28,12 +28,15 @@ class MissingFramework(ModuleNotFoundError):
     install, and Run All stops there, before any cell that needs the framework.
     """
 
-    def __init__(self, face: str, extra: str, missing: ModuleNotFoundError) -> None:
+    def __init__(
+        self, face: str, extra: str, missing: ModuleNotFoundError, kind: str = "framework"
+    ) -> None:
         module = missing.name or str(missing)
         super().__init__(
-            f"agentkit.faces.{face} needs the {extra} framework, which is not installed here "
+            f"agentkit.faces.{face} needs the {extra} {kind}, which is not installed here "
             f"(no module named {module!r}). In the agentkit repository run `make frameworks` "
-            f"(notebook 08's three frameworks, left out of `make lab`); elsewhere "
+            f"(the frameworks of notebook 08 and the engines of notebook 10, left out of `make lab`); "
+            f"elsewhere "
             f"`pip install 'agentkit[{extra}]'`. Then restart the kernel.",
             name=module,
         )

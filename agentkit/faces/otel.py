@@ -563,5 +563,5 @@ def plot_spans(spans: Any, *, ax: Any = None, title: str = "") -> Any:
 
 
 #: The colour of the "write lands" star: its shape and label are the timeline's
-#: (agentkit.faces.timeline), its colour not, because blue here is the call's bar.
+#: (agentkit.lessons.timeline), its colour not, because blue here is the call's bar.
 _LANDS = "#f9a825"

@@ -63,12 +63,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from temporalio import activity
-from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
-
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.faces.durable import STILL_RUNNING, WorkflowRunners, call_id
+from agentkit.faces.framework import MissingFramework
 from agentkit.policy.runner import ToolRunner
+
+try:
+    from temporalio import activity
+    from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+except ModuleNotFoundError as missing:  # one clear line in a notebook, not a traceback
+    raise MissingFramework("temporal", "temporal", missing, "engine") from None
 
 __all__ = ["ToolActivities", "activities"]
 
