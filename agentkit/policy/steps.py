@@ -98,6 +98,7 @@ _IRREVERSIBLE = Effect.IRREVERSIBLE_WRITE.value
 _READ = Effect.READ.value
 _REVERSIBLE = Effect.REVERSIBLE_WRITE.value
 _UNKNOWN = ErrorCode.OUTCOME_UNKNOWN.value
+_SPENT = ErrorCode.BUDGET_EXHAUSTED.value
 _monotonic = time.monotonic
 _READ_EFFECT = Effect.READ
 _new = object.__new__
@@ -406,7 +407,8 @@ class Policy:
         replayed = bool(result.get("replayed"))
         if replayed:
             call.event("replay", outcome=_outcome(result))
-        elif call.number == 0 and not result["ok"]:
+        elif call.number == 0 and not result["ok"] and result["error"] != _SPENT:
+            # (a spent budget was told by _budget_refusal, where it was found)
             call.event("refused", outcome=result["error"])
         return finish(result, call.attempts, replayed, _REVERSIBLE)
 
