@@ -20,3 +20,16 @@ def test_canonical_json_and_fingerprint_ignore_key_order() -> None:
 def test_canonical_json_refuses_what_json_cannot_hold() -> None:
     with pytest.raises(TypeError):
         canonical_json({"a": object()})
+
+
+def test_intent_json_writes_numbers_equal_in_value_alike_and_keeps_bools_apart() -> None:
+    from agentkit.boundary.canonical import intent_json
+
+    assert intent_json({"cents": 5}) == intent_json({"cents": 5.0}) == '{"cents":5}'
+    assert intent_json({"x": [1.0, {"y": -0.0}]}) == intent_json({"x": [1, {"y": 0}]})
+    assert intent_json({"cents": 5.5}) == '{"cents":5.5}'
+    assert intent_json({"flag": True}) != intent_json({"flag": 1})
+    assert intent_json({"flag": False}) != intent_json({"flag": 0})
+    assert intent_json({"big": 1e20}) == intent_json({"big": 10**20})
+    assert intent_json({"big": 2**60 + 1}) != intent_json({"big": float(2**60 + 1)})  # not equal
+    assert canonical_json({"cents": 5.0}) == '{"cents":5.0}'  # stored texts keep their type

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -616,3 +617,29 @@ def test_the_hosts_call_id_names_the_call_in_the_trace() -> None:
     ids = [record.call_id for record in runner.trace]
     assert ids[:2] == ["call_abc", "call_def"] and ids[2] not in ("call_abc", "call_def", "")
     assert calls == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("effect", ["reversible_write", "irreversible_write"])
+def test_numbers_equal_in_value_are_one_intent_and_a_bool_is_not_a_number(effect: str) -> None:
+    """``5`` and ``5.0`` are one amount: the default key is one, the write runs once (before,
+    ``5.0`` ran a second time). ``True`` and ``1`` stay two intents."""
+    ran: list[Any] = []
+
+    def pay(cents: Any) -> str:
+        ran.append(cents)
+        return f"paid {cents}"
+
+    runner = ToolRunner(ToolRegistry([ToolSpec("pay", "Pay.", effect, 2.0, 1, 100, pay)]))
+
+    def call(cents: Any) -> dict[str, Any]:
+        result = runner.call("pay", {"cents": cents})
+        if result.get("error") == "approval_required":
+            result = runner.approve(result["approval_id"])
+        return result
+
+    first, again = call(5), call(5.0)
+    assert first["data"] == again["data"] == "paid 5"
+    assert again["replayed"] is True and ran == [5]
+    call(True)
+    call(1)
+    assert ran == [5, True, 1]

@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentkit.boundary.canonical import canonical_json
+from agentkit.boundary.canonical import canonical_json, intent_json
 from agentkit.boundary.concurrency import Attempt, WorkerUnavailable
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, failure
@@ -388,9 +388,10 @@ class Policy:
 
     def _keys(self, call: Call) -> None:
         """The idempotency key and the payload's fingerprint, from one canonical text of the
-        arguments (the fingerprint's text is that of ``{"arguments": …, "tool": …}``)."""
+        arguments (the fingerprint's text is that of ``{"arguments": …, "tool": …}``), in
+        which numbers equal in value are written alike (``5`` and ``5.0``: one intent)."""
         spec = call.spec
-        text = canonical_json(call.arguments)
+        text = intent_json(call.arguments)
         if spec.idempotency_key is not None:
             call.key = str(spec.idempotency_key(self.context, call.arguments))
         else:
