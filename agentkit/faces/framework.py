@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from agentkit.boundary.errors import ErrorCode, failure
+from agentkit.boundary.schema import MAX_DEPTH
 from agentkit.policy.runner import ToolRunner
 
 #: What the model reads when a person rejected a call in the framework's approval flow:
@@ -33,13 +34,27 @@ def forbidden_text() -> str:
 
 def parse_arguments(raw: Any) -> Any:
     """A framework's JSON argument text as a value; text that is not JSON is passed on as it
-    is, so the runner answers ``invalid_arguments`` (it never raises for model input)."""
+    is, so the runner answers ``invalid_arguments`` (it never raises for model input). Text
+    that nests deeper than the parser can follow (two kilobytes of ``[[[…`` raise
+    ``RecursionError``) becomes an object nested just past the boundary's limit, so the
+    model reads the boundary's own reason: too deep."""
     if not isinstance(raw, (str, bytes, bytearray)):
         return raw
     try:
         return json.loads(raw)
     except ValueError:
         return raw
+    except RecursionError:
+        return too_deep()
+
+
+def too_deep() -> dict[str, Any]:
+    """Arguments that nest one level past :data:`~agentkit.boundary.schema.MAX_DEPTH`: what a
+    face passes on for argument text too deep to parse (the boundary refuses it as such)."""
+    value: list[Any] = []
+    for _ in range(MAX_DEPTH):
+        value = [value]
+    return {"arguments": value}
 
 
 async def run_approved(
