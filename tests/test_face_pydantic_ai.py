@@ -173,7 +173,13 @@ def test_an_irreversible_write_with_the_budget_spent_asks_nobody():
 def test_argument_text_nested_a_thousand_levels_is_invalid_arguments_not_a_crash():
     """Two kilobytes of ``[[[…`` made json.loads raise RecursionError out of the face's
     argument parsing, ending the run; now the model reads the boundary's own reason."""
-    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.messages import (
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
     from pydantic_ai.models.function import FunctionModel
 
     bench = _bench("repeated write")
