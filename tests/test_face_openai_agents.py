@@ -155,3 +155,22 @@ def test_argument_text_nested_a_thousand_levels_is_invalid_arguments_not_a_crash
     assert answer["error"] == "invalid_arguments" and "deeper than" in answer["detail"]
     assert bench.calls == 0
     bench.close()
+
+
+def test_the_approved_run_keeps_the_sdks_tool_call_id():
+    """Before, the write that ran was named by the runner's own ``call-000N``."""
+    bench = _bench("approval approved (2 payments)")
+    agent = Agent(name="t", model=ScriptedModel([
+        [function_call("send_payment", {"to": "ada", "cents": 5}, call_id="sdk-pay-1")],
+        [assistant_message("done")],
+    ]), tools=face.function_tools(bench.runner))
+    config = RunConfig(tracing_disabled=True)
+    result = asyncio.run(Runner.run(agent, "go", run_config=config))
+    [item] = result.interruptions
+    state = result.to_state()
+    face.approve(state, item)
+    asyncio.run(Runner.run(agent, state, run_config=config))
+    assert bench.calls == 1
+    assert {r.call_id for r in bench.runner.trace.records} == {"sdk-pay-1"}
+    assert [r.step for r in bench.runner.trace.records] == ["approval", "attempt"]
+    bench.close()

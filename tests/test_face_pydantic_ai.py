@@ -202,3 +202,16 @@ def test_argument_text_nested_a_thousand_levels_is_invalid_arguments_not_a_crash
     assert bench.calls == 0
     assert [(r.call_id, r.step, r.outcome) for r in bench.runner.trace.records] == [
         ("c1", "refused", "invalid_arguments")]
+
+
+def test_the_approved_run_keeps_the_frameworks_tool_call_id():
+    """Before, the write that ran was named by the runner's own ``call-000N``."""
+    bench = _bench("approval rejected")
+    toolset = face.toolset(bench.runner)
+    tools = asyncio.run(toolset.get_tools(_context()))
+    context = _context(tool_call_id="pyd-call-9", tool_call_approved=True)
+    done = asyncio.run(toolset.call_tool("send_payment", {"to": "ada", "cents": 1}, context,
+                                         tools["send_payment"]))
+    assert done == "paid 1 cents to ada" and bench.calls == 1
+    steps = [(r.call_id, r.step) for r in bench.runner.trace.records]
+    assert steps == [("pyd-call-9", "approval"), ("pyd-call-9", "attempt")]

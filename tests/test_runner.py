@@ -643,3 +643,32 @@ def test_numbers_equal_in_value_are_one_intent_and_a_bool_is_not_a_number(effect
     call(True)
     call(1)
     assert ran == [5, True, 1]
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_approve_and_deny_take_the_hosts_call_id(driver: str) -> None:
+    import asyncio
+
+    sent: list[str] = []
+
+    def send(to: str) -> str:
+        sent.append(to)
+        return f"sent to {to}"
+
+    runner = ToolRunner(ToolRegistry([ToolSpec("send", "Send.", "irreversible_write", 2.0, 1,
+                                               100, send)]))
+    seen: list[tuple[str, str]] = []
+    runner.add_observer(lambda event: seen.append((event.kind, event.call_id)))
+    ada = runner.call("send", {"to": "ada"}, call_id="host-1")
+    bob = runner.call("send", {"to": "bob"}, call_id="host-2")
+    if driver == "sync":
+        runner.approve(ada["approval_id"], call_id="host-1")
+        runner.deny(bob["approval_id"], call_id="host-2")
+    else:
+        asyncio.run(runner.aapprove(ada["approval_id"], call_id="host-1"))
+        asyncio.run(runner.adeny(bob["approval_id"], call_id="host-2"))
+    assert sent == ["ada"]
+    assert {call_id for _, call_id in seen} == {"host-1", "host-2"}
+    assert {r.call_id for r in runner.trace.records} == {"host-1", "host-2"}
+    runner.approve(ada["approval_id"], call_id="")  # not usable: the runner names it itself
+    assert seen[-1][1].startswith("call-")

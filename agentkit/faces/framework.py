@@ -63,14 +63,15 @@ async def run_approved(
     """Run an irreversible call a person approved in the framework's own flow.
 
     ``acall`` opens (or finds) agentkit's approval for exactly these arguments, and
-    ``aapprove`` settles it: the write runs once. Run again (a framework that re-executes a
+    ``aapprove`` settles it: the write runs once, named by the framework's ``call_id`` in the
+    trace, the log and the spans, as the call that asked was. Run again (a framework that re-executes a
     tool or a node on resume), ``acall`` finds the settled approval and replays its result,
     so nothing runs twice. Any other answer (``budget_exhausted``, ``invalid_arguments``, a
     replay) is returned as it is.
     """
     result = await runner.acall(name, arguments, call_id=call_id)
     if result.get("error") == ErrorCode.APPROVAL_REQUIRED.value:
-        return await runner.aapprove(result["approval_id"])
+        return await runner.aapprove(result["approval_id"], call_id=call_id)
     return result
 
 
@@ -80,5 +81,5 @@ def call_approved(
     """:func:`run_approved` for a sync host."""
     result = runner.call(name, arguments, call_id=call_id)
     if result.get("error") == ErrorCode.APPROVAL_REQUIRED.value:
-        return runner.approve(result["approval_id"])
+        return runner.approve(result["approval_id"], call_id=call_id)
     return result

@@ -109,14 +109,16 @@ class ToolRunner:
         call_id = call_id if isinstance(call_id, str) and call_id else new_call_id()
         return self._sync.run(self._steps_of_call(name, arguments, call_id))
 
-    def approve(self, approval_id: Any) -> dict[str, Any]:
+    def approve(self, approval_id: Any, *, call_id: str | None = None) -> dict[str, Any]:
         """Run the one call this approval was asked for, once; again returns the same result.
-        A store that cannot be used answers ``busy``: nothing ran."""
-        return self._sync.run(self._policy.approve(approval_id, new_call_id()))
+        A store that cannot be used answers ``busy``: nothing ran. ``call_id`` is the host's
+        own id of the call being approved (a framework's tool-call id), which then names the
+        run in the trace, the log and the events, as with :meth:`call`."""
+        return self._sync.run(self._policy.approve(approval_id, _own_id(call_id)))
 
-    def deny(self, approval_id: Any) -> dict[str, Any]:
+    def deny(self, approval_id: Any, *, call_id: str | None = None) -> dict[str, Any]:
         """Settle a pending approval as ``forbidden``: nothing runs, now or later."""
-        return self._sync.run(self._policy.deny(approval_id, new_call_id()))
+        return self._sync.run(self._policy.deny(approval_id, _own_id(call_id)))
 
     def pending_approvals(self) -> list[dict[str, Any]]:
         """The approvals in the store that still wait for a decision, oldest first: those
@@ -150,13 +152,20 @@ class ToolRunner:
         call_id = call_id if isinstance(call_id, str) and call_id else new_call_id()
         return self._drive(self._steps_of_call(name, arguments, call_id))
 
-    def aapprove(self, approval_id: Any) -> Coroutine[Any, Any, dict[str, Any]]:
+    def aapprove(self, approval_id: Any, *,
+                 call_id: str | None = None) -> Coroutine[Any, Any, dict[str, Any]]:
         """:meth:`approve` for async hosts (see :meth:`acall`)."""
-        return self._drive(self._policy.approve(approval_id, new_call_id()))
+        return self._drive(self._policy.approve(approval_id, _own_id(call_id)))
 
-    def adeny(self, approval_id: Any) -> Coroutine[Any, Any, dict[str, Any]]:
+    def adeny(self, approval_id: Any, *,
+              call_id: str | None = None) -> Coroutine[Any, Any, dict[str, Any]]:
         """:meth:`deny` for async hosts (see :meth:`acall`)."""
-        return self._drive(self._policy.deny(approval_id, new_call_id()))
+        return self._drive(self._policy.deny(approval_id, _own_id(call_id)))
+
+
+def _own_id(call_id: Any) -> str:
+    """The host's call id when it gave a usable one, else a new one of the runner's."""
+    return call_id if isinstance(call_id, str) and call_id else new_call_id()
 
 
 def _async_twin(sleep: Callable[[float], Any]) -> Callable[[float], Awaitable[Any]]:
