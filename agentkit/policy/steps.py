@@ -53,6 +53,7 @@ from agentkit.boundary.registry import RegisteredTool, ToolRegistry
 from agentkit.boundary.spec import Effect, ToolSpec
 from agentkit.policy.approvals import (
     DENIED,
+    PENDING,
     REFUSED,
     REPLAY,
     RUN,
@@ -516,27 +517,44 @@ class Policy:
 
     def _ask_approval(self, call: Call) -> Steps[dict[str, Any]]:
         """The first call of an irreversible write: open (or find) its approval; nothing runs.
-        With the budget spent no person is asked: ``budget_exhausted``."""
+        With the budget spent no person is asked: ``budget_exhausted``, unless this intent's
+        approval was settled already (its result is told, as approving again would).
+
+        A call that finds its approval ``running`` goes the way ``approve`` does: in progress
+        while its run may still be under way, and once that run's lease has passed (its
+        approver died mid-write) it is recovered through the store, whose claim and status
+        lookup settle it (the receipt, or ``outcome_unknown`` without a lookup), never simply
+        run twice. (It used to answer ``in_progress`` for ever.)"""
         spec = call.spec
         yield PROTECT
-        if not self.budget.can_spend(spec.effect):
+        spent = not self.budget.can_spend(spec.effect)
+        try:
+            if spent:
+                record = yield from self.approvals.find(call.key)
+            else:
+                record = yield from self.approvals.open(call.key, call.fingerprint, spec.name,
+                                                        call.arguments, self.context)
+        except StoreError as exc:
+            if spent:
+                record = None
+            else:
+                log.error("%s %s: the store failed, no approval opened: %s", call.call_id,
+                          spec.name, exc)
+                call.event("refused", outcome=ErrorCode.BUSY.value)
+                return _busy()
+        if spent and (record is None or record["state"] == PENDING):
             call.event("refused", outcome=ErrorCode.BUDGET_EXHAUSTED.value)
             return finish(failure(ErrorCode.BUDGET_EXHAUSTED), 0, False, _IRREVERSIBLE)
-        try:
-            record = yield from self.approvals.open(call.key, call.fingerprint, spec.name,
-                                                    call.arguments, self.context)
-        except StoreError as exc:
-            log.error("%s %s: the store failed, no approval opened: %s", call.call_id, spec.name, exc)
-            call.event("refused", outcome=ErrorCode.BUSY.value)
-            return _busy()
+        assert record is not None
         if record["fingerprint"] != call.fingerprint:
             call.event("refused", outcome=ErrorCode.IDEMPOTENCY_CONFLICT.value)
             return finish(failure(ErrorCode.IDEMPOTENCY_CONFLICT), 0, False, _IRREVERSIBLE)
         if record["state"] == SETTLED:
             return _replay_settled(call.observers, call.call_id, spec.name,
                                    settled_result(record), call.started)
-        if record["state"] == RUNNING:
-            return finish(failure(ErrorCode.IN_PROGRESS), 0, False, _IRREVERSIBLE)
+        if record["state"] == RUNNING:  # approved already: the same steps as approve's
+            return (yield from self._approve(record["approval_id"], call.call_id, call.started,
+                                             call.observers))
         call.event("approval_asked", approval_id=record["approval_id"],
                    outcome=ErrorCode.APPROVAL_REQUIRED.value)
         asked = failure(ErrorCode.APPROVAL_REQUIRED, approval_id=record["approval_id"])
