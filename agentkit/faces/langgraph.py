@@ -366,8 +366,9 @@ class _AskLog:
         """Log ``question`` at ``position``; the question logged there (ours, or another
         process's that came first), None if the store could not keep it."""
         text = json.dumps(question, ensure_ascii=False, sort_keys=True, default=repr)
+        # (writing an entry touches nothing else: a claim its dead writer left is taken over)
         stored = self.store.run_once(self.prefix + str(position),
-                                     lambda: {"ok": True, "data": text})
+                                     lambda: {"ok": True, "data": text}, recover=_not_written)
         if not stored.get("ok"):
             log.error("langgraph: the ask log could not be written (%s): the answer to this "
                       "question will not be acted on", stored.get("error"))
@@ -382,6 +383,11 @@ class _AskLog:
             stored = self.store.run_once(self.prefix + str(position),
                                          lambda: {"ok": False, "error": "absent"})
         return _question(stored) if isinstance(stored, dict) and stored.get("ok") else None
+
+
+def _not_written() -> None:
+    """An ask-log entry's status lookup: a claim without a result wrote nothing."""
+    return None
 
 
 def _question(stored: dict[str, Any]) -> dict[str, Any] | None:
