@@ -74,6 +74,11 @@ def intent_json(value: Any) -> str:
     written alike (``5`` and ``5.0`` are one amount, so one key), while ``true`` stays apart
     from ``1`` (a bool is not a number to the model's schema). The runner's default
     idempotency key and a write's fingerprint are made from this text."""
+    text = _canonical(value)
+    # A float equal to an int is written "5.0", "-0.0" or "1e+16": without ".0" or "e+" in
+    # the text there is none (the usual case, decided without walking the value).
+    if ".0" not in text and "e+" not in text:
+        return text
     return _canonical(_numbers_by_value(value))
 
 
