@@ -64,22 +64,13 @@ async def run_approved(
 
     ``acall`` opens (or finds) agentkit's approval for exactly these arguments, and
     ``aapprove`` settles it: the write runs once, named by the framework's ``call_id`` in the
-    trace, the log and the spans, as the call that asked was. Run again (a framework that re-executes a
-    tool or a node on resume), ``acall`` finds the settled approval and replays its result,
-    so nothing runs twice. Any other answer (``budget_exhausted``, ``invalid_arguments``, a
+    trace, the log and the spans, as the call that asked was. Run again (a framework that
+    re-executes a tool on resume), ``acall`` finds the settled approval and replays its
+    result, so nothing runs twice; an approval left running by a process that died mid-write
+    is recovered by ``acall`` itself (the status lookup settles it). Any other answer (``budget_exhausted``, ``invalid_arguments``, a
     replay) is returned as it is.
     """
     result = await runner.acall(name, arguments, call_id=call_id)
     if result.get("error") == ErrorCode.APPROVAL_REQUIRED.value:
         return await runner.aapprove(result["approval_id"], call_id=call_id)
-    return result
-
-
-def call_approved(
-    runner: ToolRunner, name: str, arguments: Any, call_id: str | None
-) -> dict[str, Any]:
-    """:func:`run_approved` for a sync host."""
-    result = runner.call(name, arguments, call_id=call_id)
-    if result.get("error") == ErrorCode.APPROVAL_REQUIRED.value:
-        return runner.approve(result["approval_id"], call_id=call_id)
     return result

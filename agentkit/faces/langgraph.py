@@ -386,8 +386,7 @@ class _AskLog:
 
 
 def _not_written() -> None:
-    """An ask-log entry's status lookup: a claim without a result wrote nothing."""
-    return None
+    """An ask-log entry's status lookup: a claim without a result wrote nothing (None)."""
 
 
 def _question(stored: dict[str, Any]) -> dict[str, Any] | None:
