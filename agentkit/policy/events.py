@@ -163,6 +163,12 @@ class Observers:
         """Whether an observer has been added (see :class:`Listeners`)."""
         return self.current.live
 
+    @property
+    def emit(self) -> Emit:
+        """Tell the observers there are now one event (outside any call: a call tells the
+        :class:`Listeners` it began with)."""
+        return self.current.emit
+
     def begin(self) -> Listeners:
         """The listeners of a call that begins now: the observers added by now, for all of
         its events, each stamped with this call's own serial number."""
