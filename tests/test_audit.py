@@ -236,3 +236,114 @@ def test_the_disk_ledger_writes_with_the_one_atomic_write(monkeypatch, tmp_path)
     ledger.put("draft-7", "hello")
     assert written == [tmp_path / "draft-7.json"] and ledger.get("draft-7") == "hello"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["draft-7.json", "writes.log"]  # no temp file left
+
+
+class Payments:
+    """A payment API the learner wraps: payments by id, and a truthful status lookup."""
+
+    def __init__(self) -> None:
+        self.paid: dict[str, dict] = {}
+        self.calls = 0
+
+    def send(self, payment_id: str, to: str, cents: int) -> dict:
+        """Send a payment."""
+        self.calls += 1
+        self.paid[payment_id] = {"to": to, "cents": cents}
+        return {"payment_id": payment_id, "status": "sent"}
+
+    def status(self, payment_id: str, to: str, cents: int) -> dict | None:
+        if self.paid.get(payment_id) != {"to": to, "cents": cents}:
+            return None
+        return {"payment_id": payment_id, "status": "sent"}
+
+    def spec(self, **changes) -> ToolSpec:
+        spec = ToolSpec("send_payment", "Send a payment.", Effect.IRREVERSIBLE_WRITE, 2.0, 1, 300,
+                        self.send, required_scopes={"payments:send"}, status_lookup=self.status,
+                        idempotency_key=lambda context, a: f"{context.task_id}:pay:{a['payment_id']}")
+        return dataclasses.replace(spec, **changes)
+
+
+PAY = {"payment_id": "p-1", "to": "ada", "cents": 500}
+PAY_OTHER = {"payment_id": "p-1", "to": "ada", "cents": 900}
+
+
+def test_a_payment_whose_lookup_truthfully_settles_the_doubt_passes_those_rows():
+    """The practice notebooks 04/05 teach: after a drop or a timeout the lookup finds the
+    payment, and the model reads the receipt (ok, 1 payment). Before, those rows expected
+    outcome_unknown and failed the tool for it."""
+    payments = Payments()
+    frame = audit(payments.spec(), PAY, PAY_OTHER, reset=payments.paid.clear)
+    assert frame["pass"].all(), frame[~frame["pass"]]
+    rows = frame.set_index("failure")
+    for failure in ("transient_disconnect", "timeout_outcome_unknown"):
+        assert (rows.loc[failure, "expected"], rows.loc[failure, "observed"],
+                rows.loc[failure, "handler_calls"]) == ("ok", "ok", 1)
+    # without a lookup the same rows expect outcome_unknown, and the tool passes them
+    bare = audit(payments.spec(status_lookup=None), PAY, PAY_OTHER, reset=payments.paid.clear)
+    assert bare["pass"].all(), bare[~bare["pass"]]
+    assert bare.set_index("failure").loc["transient_disconnect", "observed"] == "outcome_unknown"
+
+
+def test_a_lookup_that_misses_the_landed_payment_fails_those_rows():
+    payments = Payments()
+    frame = audit(payments.spec(status_lookup=lambda payment_id, to, cents: None), PAY, PAY_OTHER,
+                  reset=payments.paid.clear)
+    bad = failing(frame)
+    assert bad["transient_disconnect"] == ("transient_failure", 1)  # "not done": a lie
+    why = frame.set_index("failure")["why"]["transient_disconnect"]
+    assert "status lookup" in why
+
+
+def test_a_key_written_with_json_dumps_is_caught_by_the_other_order():
+    """``json.dumps(arguments)`` without sort_keys: the same arguments in another order give
+    another key, and the write runs twice. The audit sends them in another order."""
+    import json
+
+    notes = Notes()
+    spec = notes.spec(idempotency_key=lambda context, a: f"{context.task_id}:{json.dumps(a)}")
+    assert key_design(spec, ARGS, OTHER) == UNSTABLE
+    frame = audit(spec, ARGS, OTHER, reset=notes.reset)
+    assert frame.attrs["key_design"] == UNSTABLE
+    bad = failing(frame)
+    assert bad["same_write_repeated"] == ("ok", 2)
+    assert "order" in frame.set_index("failure")["why"]["same_write_repeated"]
+    # sort_keys=True is the fix: every row passes
+    fixed = notes.spec(idempotency_key=lambda c, a: f"{c.task_id}:{json.dumps(a, sort_keys=True)}")
+    assert key_design(fixed, ARGS, OTHER) == CONTENT_ADDRESSED
+    assert audit(fixed, ARGS, OTHER, reset=notes.reset)["pass"].all()
+
+
+class NoteKey:
+    """A key object equal only to itself whose text names the note: the runner keys by
+    ``str(key)``, so it is stable (and id-addressed), whatever ``==`` says."""
+
+    def __init__(self, note_id: str) -> None:
+        self.note_id = note_id
+
+    def __str__(self) -> str:
+        return f"note:{self.note_id}"
+
+
+class ShiftyKey:
+    """Equal by note id, but its text carries its own address: the runner sees a new key."""
+
+    def __init__(self, note_id: str) -> None:
+        self.note_id = note_id
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ShiftyKey) and other.note_id == self.note_id
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __str__(self) -> str:
+        return f"note:{self.note_id}:{id(self)}"
+
+
+def test_key_design_compares_keys_as_the_runner_does():
+    notes = Notes()
+    stable = notes.spec(idempotency_key=lambda c, a: NoteKey(a["note_id"]))
+    assert key_design(stable, ARGS, OTHER) == ID_ADDRESSED  # == said unstable
+    assert audit(stable, ARGS, OTHER, reset=notes.reset)["pass"].all()
+    shifty = notes.spec(idempotency_key=lambda c, a: ShiftyKey(a["note_id"]))
+    assert key_design(shifty, ARGS, OTHER) == UNSTABLE  # == said id-addressed
+    assert failing(audit(shifty, ARGS, OTHER, reset=notes.reset))["same_write_repeated"] == ("ok", 2)

@@ -73,3 +73,74 @@ def test_a_process_killed_before_the_write_lets_the_restart_write_once(tmp_path)
     assert "'ok': True" in restarted.stdout and "'attempts': 1" in restarted.stdout
     assert (tmp_path / "runs.log").read_text().count("run") == 2  # the crashed try + one real write
     assert (tmp_path / "brief.md").read_text() == "hello"
+
+
+PAYMENT_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys, time
+    from pathlib import Path
+    from agentkit import SQLiteIdempotencyStore, ToolRegistry, ToolRunner, ToolSpec
+
+    work, mode, lookup = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "lookup"
+
+    def pay(to: str, cents: int) -> str:
+        with open(work / "payments.log", "a") as log:
+            log.write(f"{to} {cents}\\n")            # the payment lands ...
+        if mode == "approve_and_die":
+            os._exit(1)                              # ... and the process dies mid-write
+        return f"paid {cents} to {to}"
+
+    def status(to: str, cents: int):
+        landed = (work / "payments.log").read_text().splitlines() if (work / "payments.log").exists() else []
+        return f"paid {cents} to {to}" if f"{to} {cents}" in landed else None
+
+    spec = ToolSpec("pay", "Pay.", "irreversible_write", 5.0, 1, 200, pay,
+                    status_lookup=status if lookup else None)
+    # a later process looks after the approval's lease (the dead approver's worst case) passed
+    later = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
+    runner = ToolRunner(ToolRegistry([spec]), store=SQLiteIdempotencyStore(work / "store.sqlite"),
+                        sleep=lambda s: None, clock=lambda: time.time() + later)
+    asked = runner.call("pay", {"to": "ada", "cents": 500})
+    if mode == "approve_and_die":
+        runner.approve(asked["approval_id"])
+    print(json.dumps({"call": asked, "pending": len(runner.pending_approvals()),
+                      "again": runner.call("pay", {"to": "ada", "cents": 500})}))
+    """
+)
+
+
+def pay_child(work: Path, mode: str, lookup: bool, later: float = 0.0) -> subprocess.CompletedProcess[str]:
+    script = work / "pay.py"
+    script.write_text(PAYMENT_SCRIPT)
+    return subprocess.run([sys.executable, str(script), str(work), mode,
+                           "lookup" if lookup else "none", str(later)],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_an_approval_whose_approver_died_mid_write_is_settled_by_the_next_call(tmp_path):
+    """Before, every later call of the same payment answered ``in_progress`` for ever (the
+    approval stayed ``running`` and in nobody's list); ``approve(id)`` alone recovered it. Now
+    the call goes approve's way: once the dead approver's lease has passed, the status lookup
+    settles it: the receipt, and no second payment."""
+    import json
+
+    died = pay_child(tmp_path, "approve_and_die", lookup=True)
+    assert died.returncode == 1
+    assert (tmp_path / "payments.log").read_text().splitlines() == ["ada 500"]
+    soon = json.loads(pay_child(tmp_path, "ask", lookup=True).stdout)
+    assert (soon["call"]["error"], soon["call"]["retryable"]) == ("in_progress", True)
+    later = json.loads(pay_child(tmp_path, "ask", lookup=True, later=600).stdout)
+    assert (later["call"]["ok"], later["call"]["data"]) == (True, "paid 500 to ada")
+    assert later["again"]["data"] == "paid 500 to ada" and later["again"]["replayed"] is True
+    assert later["pending"] == 0
+    assert (tmp_path / "payments.log").read_text().splitlines() == ["ada 500"]  # one payment
+
+
+def test_without_a_lookup_the_next_call_settles_it_outcome_unknown(tmp_path):
+    import json
+
+    assert pay_child(tmp_path, "approve_and_die", lookup=False).returncode == 1
+    later = json.loads(pay_child(tmp_path, "ask", lookup=False, later=600).stdout)
+    assert (later["call"]["error"], later["call"]["retryable"]) == ("outcome_unknown", False)
+    assert later["again"]["error"] == "outcome_unknown"  # settled: never paid a second time
+    assert (tmp_path / "payments.log").read_text().splitlines() == ["ada 500"]

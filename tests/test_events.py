@@ -266,3 +266,21 @@ def test_observers_added_from_many_threads_at_once_are_all_kept() -> None:
         thread.join()
     runner.call("search", {"query": "q"})
     assert all(box and box[0] == "call_started" and box[-1] == "call_ended" for box in seen)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize("tool", ["search", "save", "send"])
+def test_a_spent_budget_is_refused_once(kind: str, tool: str) -> None:
+    """Nothing runs and the refusal is told once, whatever the effect (a reversible write was
+    told twice: notebook 09 showed "refused, refused")."""
+    from agentkit import Budget
+
+    registry, ledger = tools()
+    runner = ToolRunner(registry, budget=Budget(0), sleep=lambda seconds: None)
+    recorder = Recorder()
+    runner.add_observer(recorder)
+    result = run(kind, "call", runner, tool, {"item": "x"} if tool != "search" else {"query": "q"})
+    assert result["error"] == "budget_exhausted" and result["attempts"] == 0
+    assert [e.kind for e in recorder.events] == ["call_started", "refused", "call_ended"]
+    assert [(r.step, r.outcome) for r in runner.trace.records] == [("refused", "budget_exhausted")]
+    assert ledger["calls"] == 0

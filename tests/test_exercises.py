@@ -421,11 +421,13 @@ def test_q7_a_partial_prediction_names_each_missed_row_with_its_real_count(capsy
     assert out.splitlines() == [
         "Incorrect: 7 of 10 rows predicted right:",
         "  - same_key_other_payload fails too: the model saw ok after 2 handler call(s); the write ran 2 "
-        "times: the key changed between two identical calls (a clock, a counter or randomness in it), so "
-        "the runner never recognised the intent.",
+        "times: the key changed between two calls of one intent (a clock, a counter or randomness in it, "
+        "or the order of the arguments: json.dumps without sort_keys), so the runner never "
+        "recognised the intent.",
         "  - process_killed_mid_write fails too: the model saw ok after 2 handler call(s); the write ran 2 "
-        "times: the key changed between two identical calls (a clock, a counter or randomness in it), so "
-        "the runner never recognised the intent.",
+        "times: the key changed between two calls of one intent (a clock, a counter or randomness in it, "
+        "or the order of the arguments: json.dumps without sort_keys), so the runner never "
+        "recognised the intent.",
         "  - disconnect_before_write fails too: the model saw ok after 1 handler call(s); this payload was "
         "never written, but the status lookup said done: it must compare what is saved with what was "
         "asked, not only check that the id exists.",

@@ -208,3 +208,195 @@ def test_an_irreversible_write_with_the_budget_spent_asks_nobody():
     assert "__interrupt__" not in done
     assert json.loads(done["messages"][-1].content)["error"] == "budget_exhausted"
     assert bench.calls == 0
+
+
+# ---------------------------------------------------------------------- under the host's failures
+
+
+class Payments:
+    """A payment tool whose handler can be held mid-payment (``hold``), counting real calls."""
+
+    def __init__(self, budget: int | None = None, hold: bool = False) -> None:
+        import threading
+
+        from agentkit import Budget, ToolRegistry, ToolRunner, ToolSpec
+
+        self.paid: list[str] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        if not hold:
+            self.release.set()
+
+        def send_payment(to: str, cents: int) -> str:
+            """Send a payment."""
+            self.paid.append(to)
+            self.entered.set()
+            assert self.release.wait(30)
+            return f"paid {cents} cents to {to}"
+
+        def status(to: str, cents: int) -> str | None:
+            return f"paid {cents} cents to {to}" if to in self.paid else None
+
+        self.searches = 0
+
+        def search(query: str) -> str:
+            """Search the notes."""
+            self.searches += 1
+            return f"notes on {query}"
+
+        specs = [ToolSpec("send_payment", "Send a payment.", "irreversible_write", 30.0, 1, 2000,
+                          send_payment, status_lookup=status),
+                 ToolSpec("search", "Search.", "read", 30.0, 1, 2000, search)]
+        self.runner = ToolRunner(ToolRegistry(specs), budget=Budget(budget),
+                                 sleep=lambda seconds: None)
+
+    def graph(self, calls: list[dict], *, step_timeout: float | None = None):
+        def model(state: MessagesState) -> dict:
+            return {"messages": [AIMessage("", tool_calls=calls)]}
+
+        graph = StateGraph(MessagesState)
+        graph.add_node("model", model)
+        graph.add_node("tools", face.tool_node(self.runner))
+        graph.add_edge(START, "model")
+        graph.add_edge("model", "tools")
+        app = graph.compile(checkpointer=InMemorySaver())
+        if step_timeout is not None:
+            app.step_timeout = step_timeout
+        return app
+
+
+def pay(to: str, cents: int = 100) -> dict:
+    return {"name": "send_payment", "args": {"to": to, "cents": cents}, "id": f"call_{to}"}
+
+
+def tool_messages(result: dict) -> dict[str, str]:
+    return {m.tool_call_id: m.content for m in result["messages"] if m.type == "tool"}
+
+
+@pytest.mark.parametrize("how", ["wait_for", "step_timeout", "asyncio.run per request"])
+def test_a_cancelled_resume_does_not_break_the_conversation(how):
+    """The host gives up on a resume while the approved payment runs. Before: every later
+    resume raised NodeCancelledError (the node's memory handed out a future the first waiter's
+    cancellation cancelled) and the settlement thread died with InvalidStateError. Now: one
+    payment, and the retried resume reads its receipt."""
+    payments = Payments(hold=True)
+    app = payments.graph([pay("ada")], step_timeout=0.5 if how == "step_timeout" else None)
+    config = {"configurable": {"thread_id": "t"}}
+
+    async def ask() -> dict:
+        return await app.ainvoke({"messages": [("user", "go")]}, config)
+
+    async def resume_and_give_up() -> None:
+        task = asyncio.ensure_future(app.ainvoke(Command(resume=True), config))
+        await asyncio.to_thread(payments.entered.wait, 30)  # the payment is under way
+        if how == "step_timeout":
+            with pytest.raises((TimeoutError, asyncio.TimeoutError)):
+                await task
+        elif how == "wait_for":
+            with pytest.raises((TimeoutError, asyncio.TimeoutError)):
+                await asyncio.wait_for(asyncio.shield(task), 0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        # "asyncio.run per request": the loop ends with the task still running; asyncio.run
+        # cancels it on the way out
+
+    async def retry() -> dict:
+        return await app.ainvoke(Command(resume=True), config)
+
+    assert asyncio.run(ask())["__interrupt__"]
+    asyncio.run(resume_and_give_up())
+    payments.release.set()
+    done = asyncio.run(retry())
+    assert tool_messages(done) == {"call_ada": "paid 100 cents to ada"}
+    assert payments.paid == ["ada"]
+    again = asyncio.run(retry())  # resuming once more changes nothing
+    assert tool_messages(again) == {"call_ada": "paid 100 cents to ada"} and payments.paid == ["ada"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_answers_follow_the_calls_they_were_shown_for_when_the_budget_runs_out(mode):
+    """A search, then Ada (no), Bob (yes) and Carol in one node, and a budget of 5: every
+    re-run searches again, so the budget runs out between re-runs. Before, the re-run skipped
+    Ada (rejected, and no budget left to ask) and gave her "no" to Bob: the model read
+    ``forbidden`` for Bob, who was paid. Now each answer stays with its call."""
+    payments = Payments(budget=5)
+    search = {"name": "search", "args": {"query": "invoices"}, "id": "call_search"}
+    app = payments.graph([search, pay("ada"), pay("bob"), pay("carol")])
+    config = {"configurable": {"thread_id": "t"}}
+    answers = {"ada": False, "bob": True, "carol": True}
+
+    async def drive() -> tuple[list[str], dict]:
+        invoke = app.invoke if mode == "sync" else None
+        start = {"messages": [("user", "go")]}
+        result = invoke(start, config) if invoke else await app.ainvoke(start, config)
+        shown = []
+        while result.get("__interrupt__"):
+            [pending] = result["__interrupt__"]
+            to = pending.value["arguments"]["to"]
+            shown.append(to)
+            answer = Command(resume=answers[to])
+            result = invoke(answer, config) if invoke else await app.ainvoke(answer, config)
+        return shown, result
+
+    shown, result = asyncio.run(drive())
+    assert shown == ["ada", "bob", "carol"]
+    contents = tool_messages(result)
+    assert {to: contents[f"call_{to}"] for to in answers} == {
+        "ada": json.dumps({"ok": False, "error": "forbidden", "retryable": False, "attempts": 0,
+                           "replayed": True}),
+        "bob": "paid 100 cents to bob",
+        "carol": json.dumps({"ok": False, "error": "budget_exhausted", "retryable": False,
+                             "attempts": 0, "replayed": False}),
+    }
+    assert payments.paid == ["bob"]
+    assert payments.searches == 4  # one per run of the node
+
+
+def test_a_rejected_call_keeps_its_no_when_a_later_call_was_paid_meanwhile():
+    """Ada: no, Bob: yes, Carol still waiting; then the budget is spent elsewhere. Before,
+    the re-run skipped Ada (rejected, no budget) and gave Bob her "no"."""
+    payments = Payments(budget=2)
+    app = payments.graph([pay("ada"), pay("bob"), pay("carol")])
+    config = {"configurable": {"thread_id": "t"}}
+    app.invoke({"messages": [("user", "go")]}, config)  # Ada asked
+    app.invoke(Command(resume=False), config)  # Ada: no; Bob asked
+    waiting = app.invoke(Command(resume=True), config)  # Bob paid; Carol asked
+    assert waiting["__interrupt__"][0].value["tool_call_id"] == "call_carol"
+    payments.runner.budget.max_attempts = payments.runner.budget.used  # spent elsewhere
+    done = app.invoke(Command(resume=True), config)
+    contents = tool_messages(done)
+    assert {call: json.loads(text).get("error") if text.startswith("{") else text
+            for call, text in contents.items()} == {
+        "call_ada": "forbidden", "call_bob": "paid 100 cents to bob",
+        "call_carol": "budget_exhausted"}
+    assert payments.paid == ["bob"]
+
+
+@pytest.mark.parametrize("answer", [True, False])
+def test_a_fork_before_the_tool_node_tells_the_settled_result(answer):
+    """Replaying a checkpoint from before the tool node re-runs a paid call in a new task.
+    Before, it was asked again and a "no" made the model read ``forbidden`` for a payment
+    that happened. Now nobody is asked: the model reads the receipt."""
+    payments = Payments()
+    app = payments.graph([pay("ada")])
+    config = {"configurable": {"thread_id": "t"}}
+    app.invoke({"messages": [("user", "go")]}, config)
+    app.invoke(Command(resume=True), config)
+    assert payments.paid == ["ada"]
+    before_tools = next(s for s in app.get_state_history(config) if s.next == ("tools",))
+    result = app.invoke(None, before_tools.config)  # the fork: a new head of the thread
+    while result.get("__interrupt__"):
+        result = app.invoke(Command(resume=answer), config)
+    assert tool_messages(result) == {"call_ada": "paid 100 cents to ada"}
+    assert payments.paid == ["ada"]
+
+
+def test_the_approved_run_keeps_the_models_tool_call_id():
+    payments = Payments()
+    app = payments.graph([pay("ada")])
+    config = {"configurable": {"thread_id": "t"}}
+    app.invoke({"messages": [("user", "go")]}, config)
+    app.invoke(Command(resume=True), config)
+    assert {r.call_id for r in payments.runner.trace.records} == {"call_ada"}
+    assert payments.paid == ["ada"]

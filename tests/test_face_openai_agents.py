@@ -138,3 +138,39 @@ def test_resuming_the_same_approved_state_twice_pays_once():
     assert bench.calls == 1
     assert [r.step for r in bench.runner.trace.records].count("replay") == 1
     bench.close()
+
+
+def test_argument_text_nested_a_thousand_levels_is_invalid_arguments_not_a_crash():
+    """The face's own parsing of the SDK's argument text. (The SDK 0.24 itself parses the same
+    text first, to de-duplicate tool calls, and raises RecursionError before any tool runs:
+    that is the SDK's, outside the face.)"""
+    from agents.tool_context import ToolContext
+
+    bench = _bench("repeated write")
+    [tool] = face.function_tools(bench.runner)
+    deep = '{"text": ' + "[" * 1000 + "]" * 1000 + "}"
+    context = ToolContext(context=None, tool_name="save_note", tool_call_id="c1",
+                          tool_arguments=deep)
+    answer = json.loads(asyncio.run(tool.on_invoke_tool(context, deep)))
+    assert answer["error"] == "invalid_arguments" and "deeper than" in answer["detail"]
+    assert bench.calls == 0
+    bench.close()
+
+
+def test_the_approved_run_keeps_the_sdks_tool_call_id():
+    """Before, the write that ran was named by the runner's own ``call-000N``."""
+    bench = _bench("approval approved (2 payments)")
+    agent = Agent(name="t", model=ScriptedModel([
+        [function_call("send_payment", {"to": "ada", "cents": 5}, call_id="sdk-pay-1")],
+        [assistant_message("done")],
+    ]), tools=face.function_tools(bench.runner))
+    config = RunConfig(tracing_disabled=True)
+    result = asyncio.run(Runner.run(agent, "go", run_config=config))
+    [item] = result.interruptions
+    state = result.to_state()
+    face.approve(state, item)
+    asyncio.run(Runner.run(agent, state, run_config=config))
+    assert bench.calls == 1
+    assert {r.call_id for r in bench.runner.trace.records} == {"sdk-pay-1"}
+    assert [r.step for r in bench.runner.trace.records] == ["approval", "attempt"]
+    bench.close()

@@ -168,3 +168,50 @@ def test_an_irreversible_write_with_the_budget_spent_asks_nobody():
                                            _context(tool_call_id="c1"), tools["send_payment"]))
     assert json.loads(output)["error"] == "budget_exhausted"  # no ApprovalRequired raised
     assert bench.calls == 0
+
+
+def test_argument_text_nested_a_thousand_levels_is_invalid_arguments_not_a_crash():
+    """Two kilobytes of ``[[[…`` made json.loads raise RecursionError out of the face's
+    argument parsing, ending the run; now the model reads the boundary's own reason."""
+    from pydantic_ai.messages import (
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
+    from pydantic_ai.models.function import FunctionModel
+
+    bench = _bench("repeated write")
+    deep = '{"text": ' + "[" * 1000 + "]" * 1000 + "}"
+    assert len(deep) < 2100
+    seen = []
+
+    def respond(messages, info):
+        seen[:] = [p.content for m in messages if isinstance(m, ModelRequest) for p in m.parts
+                   if isinstance(p, ToolReturnPart)]
+        if not seen:
+            return ModelResponse(parts=[ToolCallPart("save_note", deep, tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent = Agent(FunctionModel(respond), toolsets=[face.toolset(bench.runner)],
+                  output_type=[str, DeferredToolRequests])
+    assert asyncio.run(agent.run("go")).output == "done"
+    [answer] = [json.loads(text) for text in seen]
+    assert answer["error"] == "invalid_arguments" and "deeper than" in answer["detail"]
+    assert bench.calls == 0
+    assert [(r.call_id, r.step, r.outcome) for r in bench.runner.trace.records] == [
+        ("c1", "refused", "invalid_arguments")]
+
+
+def test_the_approved_run_keeps_the_frameworks_tool_call_id():
+    """Before, the write that ran was named by the runner's own ``call-000N``."""
+    bench = _bench("approval rejected")
+    toolset = face.toolset(bench.runner)
+    tools = asyncio.run(toolset.get_tools(_context()))
+    context = _context(tool_call_id="pyd-call-9", tool_call_approved=True)
+    done = asyncio.run(toolset.call_tool("send_payment", {"to": "ada", "cents": 1}, context,
+                                         tools["send_payment"]))
+    assert done == "paid 1 cents to ada" and bench.calls == 1
+    steps = [(r.call_id, r.step) for r in bench.runner.trace.records]
+    assert steps == [("pyd-call-9", "approval"), ("pyd-call-9", "attempt")]

@@ -169,3 +169,104 @@ def test_a_forbidden_caller_never_reaches_the_handler_that_would_raise_it():
     result = ToolRunner(ToolRegistry([spec]), context=CallContext(), sleep=no_wait).call(
         "order", {"order_id": "o-9"})
     assert result["error"] == "forbidden" and counted.calls == 0
+
+
+OPENAI_KEY = "sk-proj-" + "A1b2C3d4" * 4
+PEM_BLOCK = ("-----BEGIN RSA PRIVATE KEY-----\n" + "MIIEowIBAAKCAQEA\n" * 4
+             + "-----END RSA PRIVATE KEY-----")
+
+
+def _both_paths(handler, **extra) -> tuple[list[dict], faults.Fault]:
+    """The answer through invoke_tool, runner.call and runner.acall, and the counted handler."""
+    import asyncio
+
+    from agentkit import ainvoke_tool
+
+    spec, counted = spec_of(Effect.READ, handler, **extra)
+    registry = ToolRegistry([spec])
+    runner = ToolRunner(registry, sleep=no_wait)
+    answers = [
+        invoke_tool(registry, "order", {"order_id": "o-1"}),
+        asyncio.run(ainvoke_tool(registry, "order", {"order_id": "o-1"})),
+        runner.call("order", {"order_id": "o-1"}),
+        asyncio.run(runner.acall("order", {"order_id": "o-1"})),
+    ]
+    return answers, counted
+
+
+@pytest.mark.parametrize("secret", [OPENAI_KEY, f"api_key={OPENAI_KEY}", PEM_BLOCK])
+def test_a_secret_in_the_message_is_redacted_as_output_is(secret):
+    """Before, the detail carried the key whole to the model (an output with the same text was
+    redacted)."""
+    def leaky(order_id: str) -> dict:
+        """Look an order up."""
+        raise InvalidInput(f"the upstream refused {secret} for this order")
+
+    answers, counted = _both_paths(leaky)
+    for answer in answers:
+        assert answer["error"] == "invalid_arguments" and answer["retryable"] is False
+        assert answer["detail"].startswith("the upstream refused ")
+        assert "[REDACTED]" in answer["detail"]
+        assert "A1b2C3d4" not in answer["detail"] and "MIIEow" not in answer["detail"]
+    assert counted.calls == 4  # one attempt each: never asked again
+
+
+@pytest.mark.parametrize("at", range(MAX_DETAIL_CHARS - 40, MAX_DETAIL_CHARS + 2))
+def test_the_cut_never_shows_a_keys_head(at):
+    """A key across the 200-character cut: before, the cut showed "sk-proj-A1b2…"."""
+    message = "x" * at + " " + OPENAI_KEY + " and more text after it"
+
+    def cut(order_id: str) -> dict:
+        """Look an order up."""
+        raise InvalidInput(message)
+
+    answers, counted = _both_paths(cut)
+    for answer in answers:
+        detail = answer["detail"]
+        assert len(detail) <= MAX_DETAIL_CHARS
+        assert "sk-" not in detail and "A1b2" not in detail
+        assert "[REDACTE" not in detail or "[REDACTED]" in detail  # never half a marker
+    assert counted.calls == 4
+
+
+def test_a_tool_that_does_not_redact_its_output_does_not_redact_its_message():
+    def plain(order_id: str) -> dict:
+        """Look an order up."""
+        raise InvalidInput(f"key {OPENAI_KEY}")
+
+    answers, _ = _both_paths(plain, redact=False)
+    assert {answer["detail"] for answer in answers} == {f"key {OPENAI_KEY}"}
+
+
+class OrderMissing(InvalidInput):
+    """A subclass that keeps its own fields and never calls ``super().__init__``."""
+
+    def __init__(self, order_id: str) -> None:
+        self.order_id = order_id
+
+
+class Unprintable(InvalidInput):
+    def __init__(self) -> None:
+        pass
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+@pytest.mark.parametrize(("raised", "detail"), [
+    (OrderMissing("o-404"), "o-404"),
+    (Unprintable(), "the tool refused this input"),
+])
+def test_a_subclass_that_skips_super_init_gives_one_answer_on_every_path(raised, detail):
+    """Before: ``outcome_unknown`` (retryable) through the runner, ``tool_failure`` through
+    invoke_tool. Now ``invalid_arguments`` everywhere, its text from ``str(exc)``."""
+    def missing(order_id: str) -> dict:
+        """Look an order up."""
+        raise raised
+
+    answers, counted = _both_paths(missing)
+    for answer in answers:
+        assert (answer["error"], answer["retryable"], answer["detail"]) == (
+            "invalid_arguments", False, detail)
+    assert [answer.get("attempts") for answer in answers] == [None, None, 1, 1]
+    assert counted.calls == 4

@@ -847,3 +847,75 @@ def test_a_no_op_tracer_provider_adds_no_observer(monkeypatch):
     assert not recording.off
     assert runner.call("search", {"query": "s"})["ok"]
     assert told == ["call_started", "attempt_started", "attempt_ended", "call_ended"]
+
+
+def test_two_calls_with_one_host_call_id_keep_their_own_spans(provider, exporter):
+    """Frameworks reuse ids ("call_0" in every turn): two calls in flight with one id each
+    keep their own attempt and result. (Keyed by the host's id, b's attempt ended a's span.)"""
+    release = {"a": asyncio.Event(), "b": asyncio.Event()}
+    entered = {"a": asyncio.Event(), "b": asyncio.Event()}
+    ran: list[str] = []
+
+    async def wait(text: str) -> str:
+        entered[text].set()
+        await release[text].wait()
+        ran.append(text)
+        return text
+
+    runner = ToolRunner(ToolRegistry([ToolSpec("wait", "Wait.", "read", 20.0, 1, 100, wait)]))
+    instrument(runner, tracer_provider=provider, record_content=True)
+
+    async def both() -> list[dict]:
+        first = asyncio.ensure_future(runner.acall("wait", {"text": "a"}, call_id="call_0"))
+        await entered["a"].wait()
+        second = asyncio.ensure_future(runner.acall("wait", {"text": "b"}, call_id="call_0"))
+        await entered["b"].wait()
+        release["a"].set()  # a ends while b, the later call with the same id, is open
+        done_first = await first
+        release["b"].set()
+        return [done_first, await second]
+
+    results = asyncio.run(both())
+    assert [r["data"] for r in results] == ["a", "b"] and ran == ["a", "b"]
+    calls = sorted((s for s in exporter.get_finished_spans() if s.name == "execute_tool wait"),
+                   key=lambda s: s.start_time)
+    assert [c.attributes["gen_ai.tool.call.id"] for c in calls] == ["call_0", "call_0"]
+    assert [c.attributes["gen_ai.tool.call.result"] for c in calls] == ["a", "b"]
+    for call in calls:
+        (attempt,) = children_of(exporter, call)
+        assert attempt.attributes["agentkit.outcome"] == "ok"
+        assert call.start_time <= attempt.start_time <= attempt.end_time <= call.end_time
+    first, second = calls
+    assert first.end_time < second.end_time  # a ended first, as it did
+
+
+@pytest.mark.parametrize("tool", ["find", "save"])
+def test_an_observer_added_mid_call_sees_whole_calls_only(tool):
+    """Added while a call's handler runs, an observer sees none of that call (before, it got
+    a lone attempt_ended: a read's start is told only to a live audience), then whole calls."""
+    entered, release = threading.Event(), threading.Event()
+    runs: list[str] = []
+
+    def slow(text: str) -> str:
+        runs.append(text)
+        if text == "first":
+            entered.set()
+            assert release.wait(10)
+        return text
+
+    specs = [ToolSpec("find", "Find.", "read", 20.0, 1, 100, slow),
+             ToolSpec("save", "Save.", "reversible_write", 20.0, 1, 100, slow)]
+    runner = ToolRunner(ToolRegistry(specs))
+    seen: list[CallEvent] = []
+    worker = threading.Thread(target=runner.call, args=(tool, {"text": "first"}))
+    worker.start()
+    assert entered.wait(10)
+    runner.add_observer(seen.append)
+    release.set()
+    worker.join(10)
+    assert seen == []  # nothing of the call that began before the observer was added
+    runner.call(tool, {"text": "second"})
+    kinds = [e.kind for e in seen]
+    assert kinds == ["call_started", "attempt_started", "attempt_ended", "call_ended"]
+    assert len({e.serial for e in seen}) == 1 and seen[0].serial > 0
+    assert runs == ["first", "second"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -616,3 +617,58 @@ def test_the_hosts_call_id_names_the_call_in_the_trace() -> None:
     ids = [record.call_id for record in runner.trace]
     assert ids[:2] == ["call_abc", "call_def"] and ids[2] not in ("call_abc", "call_def", "")
     assert calls == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("effect", ["reversible_write", "irreversible_write"])
+def test_numbers_equal_in_value_are_one_intent_and_a_bool_is_not_a_number(effect: str) -> None:
+    """``5`` and ``5.0`` are one amount: the default key is one, the write runs once (before,
+    ``5.0`` ran a second time). ``True`` and ``1`` stay two intents."""
+    ran: list[Any] = []
+
+    def pay(cents: Any) -> str:
+        ran.append(cents)
+        return f"paid {cents}"
+
+    runner = ToolRunner(ToolRegistry([ToolSpec("pay", "Pay.", effect, 2.0, 1, 100, pay)]))
+
+    def call(cents: Any) -> dict[str, Any]:
+        result = runner.call("pay", {"cents": cents})
+        if result.get("error") == "approval_required":
+            result = runner.approve(result["approval_id"])
+        return result
+
+    first, again = call(5), call(5.0)
+    assert first["data"] == again["data"] == "paid 5"
+    assert again["replayed"] is True and ran == [5]
+    call(True)
+    call(1)
+    assert ran == [5, True, 1]
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_approve_and_deny_take_the_hosts_call_id(driver: str) -> None:
+    import asyncio
+
+    sent: list[str] = []
+
+    def send(to: str) -> str:
+        sent.append(to)
+        return f"sent to {to}"
+
+    runner = ToolRunner(ToolRegistry([ToolSpec("send", "Send.", "irreversible_write", 2.0, 1,
+                                               100, send)]))
+    seen: list[tuple[str, str]] = []
+    runner.add_observer(lambda event: seen.append((event.kind, event.call_id)))
+    ada = runner.call("send", {"to": "ada"}, call_id="host-1")
+    bob = runner.call("send", {"to": "bob"}, call_id="host-2")
+    if driver == "sync":
+        runner.approve(ada["approval_id"], call_id="host-1")
+        runner.deny(bob["approval_id"], call_id="host-2")
+    else:
+        asyncio.run(runner.aapprove(ada["approval_id"], call_id="host-1"))
+        asyncio.run(runner.adeny(bob["approval_id"], call_id="host-2"))
+    assert sent == ["ada"]
+    assert {call_id for _, call_id in seen} == {"host-1", "host-2"}
+    assert {r.call_id for r in runner.trace.records} == {"host-1", "host-2"}
+    runner.approve(ada["approval_id"], call_id="")  # not usable: the runner names it itself
+    assert seen[-1][1].startswith("call-")

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = [
-    "approval_text", "canonical_json", "encoder", "escape_invisible", "fingerprint_of", "json_text",
-    "quote_json",
+    "approval_text", "canonical_json", "encoder", "escape_invisible", "fingerprint_of",
+    "intent_json", "json_text", "quote_json",
 ]
 
 
@@ -67,6 +67,30 @@ def canonical_json(value: Any) -> str:
     Raises ``TypeError``/``ValueError`` for what JSON cannot hold, as ``json.dumps`` does.
     """
     return _canonical(value)
+
+
+def intent_json(value: Any) -> str:
+    """:func:`canonical_json` of a call's arguments as one intent: numbers equal in value are
+    written alike (``5`` and ``5.0`` are one amount, so one key), while ``true`` stays apart
+    from ``1`` (a bool is not a number to the model's schema). The runner's default
+    idempotency key and a write's fingerprint are made from this text."""
+    text = _canonical(value)
+    # A float equal to an int is written "5.0", "-0.0" or "1e+16": without ".0" or "e+" in
+    # the text there is none (the usual case, decided without walking the value).
+    if ".0" not in text and "e+" not in text:
+        return text
+    return _canonical(_numbers_by_value(value))
+
+
+def _numbers_by_value(value: Any) -> Any:
+    """``value`` with every float that equals an int (``5.0``, ``-0.0``) made that int."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value  # (never for NaN or infinity)
+    if isinstance(value, dict):
+        return {key: _numbers_by_value(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_numbers_by_value(item) for item in value]
+    return value
 
 
 def fingerprint_of(value: Any) -> str:

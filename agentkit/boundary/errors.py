@@ -12,6 +12,8 @@ import enum
 import unicodedata
 from typing import Any
 
+from agentkit.boundary.redaction import REDACTED, Redactor, shape_output
+
 
 class ErrorCode(str, enum.Enum):
     """The stable error codes (docs/design.md#error-codes). Values are what the model sees."""
@@ -74,8 +76,12 @@ class InvalidInput(Exception):
     again) with the message as ``detail``, bounded to :data:`MAX_DETAIL_CHARS` characters with
     control, bidirectional and zero-width characters removed, and logs it. The message is the
     one text of a handler that reaches the model: write it for the model (what was wrong,
-    what to do instead), and do not put secrets or a stack trace in it. Any other exception
+    what to do instead), and do not put secrets or a stack trace in it; it goes through the
+    same redaction as the tool's output all the same, before it is cut. Any other exception
     stays ``tool_failure``, whose text never reaches the model.
+
+    A subclass that does not call ``super().__init__`` is still ``invalid_arguments``: its
+    message is then ``str(exc)`` (the arguments it was raised with).
     """
 
     def __init__(self, message: str) -> None:
@@ -84,27 +90,59 @@ class InvalidInput(Exception):
 
     @property
     def detail(self) -> str:
-        """The message as the model sees it: :func:`safe_detail`."""
-        return safe_detail(self.message)
+        """The message as the model sees it: :func:`safe_detail` (a tool's result also
+        redacts it with the registry's redactor: :func:`handler_failure`)."""
+        return safe_detail(message_of(self))
 
 
-def safe_detail(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
+def message_of(exc: InvalidInput) -> str:
+    """An :class:`InvalidInput`'s message, also for a subclass that skipped
+    ``super().__init__`` (then ``str(exc)``); "" when even that fails."""
+    try:
+        message = exc.__dict__.get("message")
+        return str.__str__(message) if isinstance(message, str) else str.__str__(str(exc))
+    except Exception:  # a subclass's own __str__ raised: the default detail says enough
+        return ""
+
+
+#: How much of a message is scanned for secrets before it is cleaned and cut to its limit:
+#: white space collapses when it is cleaned, so more than the limit may end up shown.
+_SCANNED_PER_SHOWN = 8
+
+
+def safe_detail(text: str, limit: int = MAX_DETAIL_CHARS, redactor: Redactor | None = None) -> str:
     """``text`` fit for a result's ``detail``: control and invisible format characters (line
     breaks, bidirectional overrides, zero-width characters) become spaces, runs of white
-    space one space, and the whole at most ``limit`` characters (cut with "…")."""
-    cleaned = "".join(" " if unicodedata.category(char)[0] in "CZ" else char
-                      for char in str.__str__(str(text)))
+    space one space, and the whole at most ``limit`` characters (cut with "…").
+
+    With a ``redactor`` (the registry's, for a tool that redacts its output) every secret is
+    replaced with ``[REDACTED]`` before anything is cut, as in an output: before the text is
+    cleaned (a secret written across lines) and again after (one that cleaning joined); the
+    cut never shows a key's head, nor half a marker."""
+    raw = str.__str__(str(text))
+    if redactor is not None:  # a bounded prefix, a secret across its end replaced whole
+        raw = shape_output(raw, limit * _SCANNED_PER_SHOWN, redactor)["data"]
+    cleaned = "".join(" " if unicodedata.category(char)[0] in "CZ" else char for char in raw)
     cleaned = " ".join(cleaned.split())
+    if redactor is not None:
+        cleaned = redactor.redact(cleaned)[0]
     if len(cleaned) > limit:
-        cleaned = cleaned[: limit - 1].rstrip() + "…"
+        end = limit - 1
+        marker = cleaned.find(REDACTED, max(0, end - len(REDACTED) + 1), end + len(REDACTED))
+        if 0 <= marker < end:  # the cut falls inside a marker: leave the marker out whole
+            end = marker
+        cleaned = cleaned[:end].rstrip() + "…"
     return cleaned or "the tool refused this input"
 
 
-def handler_failure(exc: BaseException, code: ErrorCode | None = None) -> dict[str, Any]:
+def handler_failure(exc: BaseException, code: ErrorCode | None = None,
+                    redactor: Redactor | None = None) -> dict[str, Any]:
     """The result of a handler that raised ``exc``: its code (:func:`classify_exception`, or
-    ``code`` when already classified) and, for :class:`InvalidInput`, its safe ``detail``."""
+    ``code`` when already classified) and, for :class:`InvalidInput`, its safe ``detail``
+    (redacted with ``redactor``: the registry's, for a tool that redacts its output)."""
     if isinstance(exc, InvalidInput):
-        return failure(ErrorCode.INVALID_ARGUMENTS, detail=exc.detail)
+        return failure(ErrorCode.INVALID_ARGUMENTS,
+                       detail=safe_detail(message_of(exc), redactor=redactor))
     return failure(classify_exception(exc) if code is None else code)
 
 

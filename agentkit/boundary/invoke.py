@@ -329,7 +329,7 @@ def conclude(entry: RegisteredTool, attempt: Attempt, status: str, call_id: str)
             call_id, spec.name, type(attempt.error).__name__, code.value,
             exc_info=attempt.error,
         )
-        return handler_failure(attempt.error, code)
+        return handler_failure(attempt.error, code, entry.redactor)
 
     shaped: dict[str, Any] = attempt.value  # rendered on the worker, inside the attempt
     return dict(shaped)

@@ -37,13 +37,15 @@ _warned_lock = threading.Lock()
 class RegisteredTool:
     """A tool as the registry holds it, what :meth:`ToolRegistry.entry` returns: the spec (its
     parameters filled in), the argument validator compiled from them, the concurrency slot
-    (None: no limit) and whether its handler is a coroutine function (decided once, here).
-    The boundary and the runner run every call from one of these."""
+    (None: no limit), whether its handler is a coroutine function (decided once, here) and
+    the registry's redactor when the tool redacts (None: ``redact=False``), which also cleans
+    an ``InvalidInput`` message. The boundary and the runner run every call from one of these."""
 
     spec: ToolSpec
     validator: Validator
     slot: Slot | None
     coroutine: bool = False
+    redactor: Redactor | None = None
 
 
 class ToolRegistry:
@@ -78,7 +80,9 @@ class ToolRegistry:
         with self._lock:
             if spec.name in self._entries:
                 raise ValueError("duplicate_tool")
-            self._entries[spec.name] = RegisteredTool(spec, validator, slot, is_coroutine_handler(spec.handler))
+            self._entries[spec.name] = RegisteredTool(
+                spec, validator, slot, is_coroutine_handler(spec.handler),
+                self.redactor if spec.redact else None)
         if spec.effect is Effect.REVERSIBLE_WRITE and spec.status_lookup is None:
             _warn_no_lookup(given, spec)
         return spec

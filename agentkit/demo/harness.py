@@ -27,6 +27,16 @@ each by its own rule; :func:`key_design` says which one it detected, by computin
 - **unstable** (the same call gave two keys): neither design; the rows that send one intent
   twice fail, and ``same_key_other_payload`` is graded by the id-addressed rule.
 
+Keys are compared as the runner compares them, by ``str(key)``, and the audit sends one intent
+twice with its arguments in another order (``same_write_repeated``, and :func:`key_design`):
+a model may send its fields in any order, so a key built from ``json.dumps(arguments)``
+without ``sort_keys`` is unstable, and its write runs twice.
+
+An irreversible write with a ``status_lookup`` is graded by what that lookup can settle: after
+a disconnect or a timeout that followed the payment, a truthful lookup finds it and the model
+reads the receipt (``ok``, 1 handler call), as notebooks 04 and 05 teach; without a lookup the
+rows expect ``outcome_unknown``.
+
 Authorization: a caller granted nothing is refused by ``required_scopes``; a tool that needs
 no scope but is guarded by a registry policy (the demo's ``save_brief`` and its workspace) is
 audited with ``policies=`` and ``forbidden_arguments=`` (a call those policies refuse).
@@ -85,7 +95,8 @@ DESIGNS = {
     ID_ADDRESSED: ("id-addressed: the key names the object (an id), so another payload under "
                    "it is idempotency_conflict; a legitimate edit takes a new key (a revision)"),
     UNSTABLE: ("unstable: the same call gave two different keys (a clock, a counter or "
-               "randomness in the key), so the runner cannot recognise an intent"),
+               "randomness in the key, or the order of the arguments), so the runner cannot "
+               "recognise an intent"),
 }
 
 
@@ -104,6 +115,38 @@ def disconnect_before_write(subject: Subject, workdir: Path) -> Bench:
 EXTRA_CELLS: dict[tuple[str, str], tuple[str, int, Callable[[Subject, Path], Bench]]] = {
     ("disconnect_before_write", Effect.REVERSIBLE_WRITE.value): ("ok", 2, disconnect_before_write),
 }
+
+
+def in_another_order(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The same arguments with every object's fields in reverse order (a model may send them
+    in any order; one intent must give one key)."""
+    def reverse(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {key: reverse(value[key]) for key in reversed(list(value))}
+        if isinstance(value, list):
+            return [reverse(item) for item in value]
+        return value
+
+    return dict(reverse(dict(arguments)))
+
+
+def same_write_reordered(subject: Subject, workdir: Path) -> Bench:
+    """The model sends the same write twice, its fields in another order the second time:
+    one intent, so it runs once and the second call is a replay."""
+    bench = subject.bench()
+    bench.ask(subject.arguments)
+    bench.ask(in_another_order(subject.arguments))
+    return bench
+
+
+#: Rows of the matrix the audit plays its own way: failure → scenario.
+AUDIT_SCENARIOS: dict[str, Callable[[Subject, Path], Bench]] = {
+    "same_write_repeated": same_write_reordered,
+}
+
+#: The doubt rows an irreversible write's status lookup settles: with a truthful lookup the
+#: model reads the receipt (ok, 1 handler call) instead of ``outcome_unknown``.
+_SETTLED_BY_LOOKUP = ("transient_disconnect", "timeout_outcome_unknown")
 
 
 def audit_records(
@@ -137,6 +180,9 @@ def audit_records(
     for failure, expected, expected_calls in rows + extras:
         if failure == "same_key_other_payload" and design == CONTENT_ADDRESSED:
             expected, expected_calls = "ok", 2  # another content is another intent: it runs
+        if (failure in _SETTLED_BY_LOOKUP and spec.effect is Effect.IRREVERSIBLE_WRITE
+                and spec.status_lookup is not None):
+            expected, expected_calls = "ok", 1  # the lookup finds the payment: the receipt
         record: dict[str, Any] = {"failure": failure, "expected": expected,
                                   "expected_calls": expected_calls}
         try:
@@ -210,10 +256,11 @@ def key_design(
 
 def _play(failure: str, subject: Subject, workdir: str | os.PathLike[str] | None) -> CellResult:
     extra = EXTRA_CELLS.get((failure, subject.effect.value))
-    if extra is None:
+    scenario = extra[2] if extra is not None else AUDIT_SCENARIOS.get(failure)
+    if scenario is None:
         return play(failure, subject.effect, workdir=workdir, subject=subject)
     with scratch(workdir, f"{failure}-") as work:
-        bench = extra[2](subject, work)
+        bench = scenario(subject, work)
         try:
             return cell_result(failure, bench)
         finally:
@@ -225,13 +272,17 @@ def _design(subject: Subject) -> str:
     if key is None:
         return CONTENT_ADDRESSED  # the runner's default key hashes every argument
     context = subject.context
+
+    def key_of(arguments: Mapping[str, Any]) -> str:
+        return str(key(context, dict(arguments)))  # as the runner keys a call: by its text
+
     try:
-        first = key(context, dict(subject.arguments))
-        if first != key(context, dict(subject.arguments)):
+        first = key_of(subject.arguments)
+        if key_of(subject.arguments) != first or key_of(in_another_order(subject.arguments)) != first:
             return UNSTABLE
         if subject.other_arguments is None:
             return ID_ADDRESSED
-        return ID_ADDRESSED if key(context, dict(subject.other_arguments)) == first else CONTENT_ADDRESSED
+        return ID_ADDRESSED if key_of(subject.other_arguments) == first else CONTENT_ADDRESSED
     except Exception:  # a key that raises: its rows say so; graded by the stricter rule
         log.exception("audit of %s: the idempotency key raised", subject.spec.name if subject.spec else "")
         return ID_ADDRESSED
@@ -251,8 +302,9 @@ def why(failure: str, spec: ToolSpec, record: Mapping[str, Any], *, stable_key: 
                 "guarded by a registry policy instead: pass policies= and forbidden_arguments=)")
     if (not stable_key and calls is not None and calls > expected_calls
             and failure in ("same_write_repeated", "same_key_other_payload", "process_killed_mid_write")):
-        return (f"the write ran {calls} times: the key changed between two identical calls (a "
-                "clock, a counter or randomness in it), so the runner never recognised the intent")
+        return (f"the write ran {calls} times: the key changed between two calls of one intent "
+                "(a clock, a counter or randomness in it, or the order of the arguments: "
+                "json.dumps without sort_keys), so the runner never recognised the intent")
     if failure == "same_key_other_payload" and design == CONTENT_ADDRESSED:
         return (f"the key is content-addressed (the payload is in it), so another payload is "
                 f"another intent and must run: 2 handler calls, ok; the model saw {observed} "
@@ -270,6 +322,10 @@ def why(failure: str, spec: ToolSpec, record: Mapping[str, Any], *, stable_key: 
     if failure in doubt_rows and is_reversible and observed.startswith("outcome_unknown"):
         return ("the status lookup did not find the write that had landed; with the first "
                 "attempt perhaps still running, the runner may not write again")
+    if (failure in _SETTLED_BY_LOOKUP and spec.effect is Effect.IRREVERSIBLE_WRITE
+            and spec.status_lookup is not None and not observed.startswith("ok")):
+        return (f"the status lookup did not find the payment that had landed, so the model "
+                f"was told {observed} for a write that happened")
     if observed.startswith(("tool_failure", "outcome_unknown")):
         return (f"the model saw {observed}: the handler or the status lookup raised or hung "
                 "(turn on the agentkit logger to see the exception)")

@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from agentkit.boundary.errors import ErrorCode, failure
+from agentkit.boundary.schema import MAX_DEPTH
 from agentkit.policy.runner import ToolRunner
 
 
@@ -64,13 +65,27 @@ def forbidden_text() -> str:
 
 def parse_arguments(raw: Any) -> Any:
     """A framework's JSON argument text as a value; text that is not JSON is passed on as it
-    is, so the runner answers ``invalid_arguments`` (it never raises for model input)."""
+    is, so the runner answers ``invalid_arguments`` (it never raises for model input). Text
+    that nests deeper than the parser can follow (two kilobytes of ``[[[…`` raise
+    ``RecursionError``) becomes an object nested just past the boundary's limit, so the
+    model reads the boundary's own reason: too deep."""
     if not isinstance(raw, (str, bytes, bytearray)):
         return raw
     try:
         return json.loads(raw)
     except ValueError:
         return raw
+    except RecursionError:
+        return too_deep()
+
+
+def too_deep() -> dict[str, Any]:
+    """Arguments that nest one level past :data:`~agentkit.boundary.schema.MAX_DEPTH`: what a
+    face passes on for argument text too deep to parse (the boundary refuses it as such)."""
+    value: list[Any] = []
+    for _ in range(MAX_DEPTH):
+        value = [value]
+    return {"arguments": value}
 
 
 async def run_approved(
@@ -79,22 +94,14 @@ async def run_approved(
     """Run an irreversible call a person approved in the framework's own flow.
 
     ``acall`` opens (or finds) agentkit's approval for exactly these arguments, and
-    ``aapprove`` settles it: the write runs once. Run again (a framework that re-executes a
-    tool or a node on resume), ``acall`` finds the settled approval and replays its result,
-    so nothing runs twice. Any other answer (``budget_exhausted``, ``invalid_arguments``, a
+    ``aapprove`` settles it: the write runs once, named by the framework's ``call_id`` in the
+    trace, the log and the spans, as the call that asked was. Run again (a framework that
+    re-executes a tool on resume), ``acall`` finds the settled approval and replays its
+    result, so nothing runs twice; an approval left running by a process that died mid-write
+    is recovered by ``acall`` itself (the status lookup settles it). Any other answer (``budget_exhausted``, ``invalid_arguments``, a
     replay) is returned as it is.
     """
     result = await runner.acall(name, arguments, call_id=call_id)
     if result.get("error") == ErrorCode.APPROVAL_REQUIRED.value:
-        return await runner.aapprove(result["approval_id"])
-    return result
-
-
-def call_approved(
-    runner: ToolRunner, name: str, arguments: Any, call_id: str | None
-) -> dict[str, Any]:
-    """:func:`run_approved` for a sync host."""
-    result = runner.call(name, arguments, call_id=call_id)
-    if result.get("error") == ErrorCode.APPROVAL_REQUIRED.value:
-        return runner.approve(result["approval_id"])
+        return await runner.aapprove(result["approval_id"], call_id=call_id)
     return result

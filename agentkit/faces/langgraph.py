@@ -10,21 +10,43 @@ execution and error handling are never used, so agentkit's policy is the only on
 model reads a ``ToolMessage``: the result's ``data``, or the JSON text of a failed result with
 ``status="error"`` — a normal tool result, never an exception that stops the graph.
 
-An irreversible write calls :func:`langgraph.types.interrupt` (the graph needs a checkpointer):
-the graph stops with the pending call (tool, arguments, tool_call_id), a person decides, and
-``graph.invoke(Command(resume=True | False), config)`` resumes it. ``True`` (exactly) asks
-agentkit for its approval of exactly these arguments and settles it; anything else sends the
-model agentkit's ``forbidden`` and runs nothing. LangGraph re-runs the whole node from its top
-on resume: the node remembers the approved calls it settled, so an approved write runs once
-however often the node re-runs, and the model reads its own result (a read in the same node
-may run again). With the
-budget spent no person is asked: the call answers ``budget_exhausted``. Importing this module
-imports LangGraph (extra ``agentkit[langgraph]``).
+An irreversible write asks the runner first, as every other face does: an answer that needs
+nobody (a settled approval's result, ``budget_exhausted`` with the budget spent, an
+invalid call) is the model's at once; ``approval_required`` calls
+:func:`langgraph.types.interrupt` (the graph needs a checkpointer): the graph stops with the
+pending call (tool, arguments, tool_call_id), a person decides, and
+``graph.invoke(Command(resume=True | False), config)`` resumes it. ``True`` (exactly)
+approves agentkit's approval of exactly these arguments; anything else denies it, and the
+model reads agentkit's ``forbidden`` (or, for a call settled meanwhile, what it settled to).
+
+**Each answer goes to the call it was shown for.** LangGraph hands a re-run node its stored
+answers by position (the n-th ``interrupt()`` of the node gets the n-th answer), and which
+calls still need a person changes between re-runs (the budget runs out, a call is settled
+elsewhere, a rejected call needs no one any more). So the node keeps its own *ask log* in the
+runner's store: position n of this node's task (its thread and checkpoint namespace) was
+shown for this tool call. A re-run reads every stored answer through the log, in its order,
+before any call decides; a call asks anew only at the end of the log, one question per run.
+The store must therefore be as durable as the checkpointer (a durable checkpointer with the
+in-memory store loses the log on restart: a stored answer whose call cannot be known is then
+never acted on, and the call answers ``approval_required``, its approval left for a person).
+
+**An approved write runs once, and survives its host.** LangGraph re-runs the whole node from
+its top on resume, and a host may cancel a resume (``asyncio.wait_for``, the graph's
+``step_timeout``, one ``asyncio.run`` per request) while the approved write runs. The write is
+settled on a thread of its own that no cancellation reaches; a re-run of the node (in this
+process) joins it and reads its receipt, a later process finds the approval settled (or, if
+the process died mid-write, the runner recovers it through the status lookup). A read in the
+same node may run again. Importing this module imports LangGraph (extra
+``agentkit[langgraph]``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import hashlib
+import json
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -32,38 +54,49 @@ from concurrent.futures import Future
 from typing import Any
 
 from agentkit.boundary.canonical import canonical_json
+from agentkit.boundary.errors import ErrorCode
 from agentkit.boundary.spec import Effect, ToolSpec
-from agentkit.faces.framework import FORBIDDEN, MissingFramework, call_approved, model_text
+from agentkit.faces.framework import MissingFramework, model_text
 from agentkit.policy.runner import ToolRunner
 
 try:
     from langchain_core.messages import ToolMessage
     from langchain_core.runnables import RunnableConfig, ensure_config
     from langchain_core.tools import BaseTool, StructuredTool
+    from langgraph.errors import GraphInterrupt
     from langgraph.prebuilt import ToolNode
     from langgraph.prebuilt.tool_node import ToolCallRequest
-    from langgraph.types import Command, interrupt
+    from langgraph.types import Command, Interrupt, interrupt
 except ModuleNotFoundError as missing:  # one clear line in a notebook, not a traceback
     raise MissingFramework('langgraph', 'langgraph', missing) from None
 
 __all__ = ["tool_node", "tools"]
 
+log = logging.getLogger("agentkit")
+
+_APPROVAL_REQUIRED = ErrorCode.APPROVAL_REQUIRED.value
+_IN_PROGRESS = ErrorCode.IN_PROGRESS.value
+
 
 def tool_node(runner: ToolRunner, *, name: str = "tools") -> ToolNode:
     """A ``ToolNode`` whose every call goes through ``runner``."""
-    approved = _Approved(runner)
+    settlements = _Settlements()
 
     def wrap(request: ToolCallRequest,
              execute: Callable[[ToolCallRequest], ToolMessage | Command[Any]]) -> ToolMessage:
         call = request.tool_call
         tool, call_id = call["name"], call.get("id")
+        result = runner.call(tool, call["args"], call_id=call_id)
         if _irreversible(runner, tool):
-            key = _key(request)
-            if approved.get(key) is not None or runner.budget.can_spend(Effect.IRREVERSIBLE_WRITE):
-                if _decision(tool, call) is not True:
-                    return _message(FORBIDDEN, tool, call_id)
-                return _message(approved.run(key, tool, call["args"], call_id).result(), tool, call_id)
-        return _message(runner.call(tool, call["args"], call_id=call_id), tool, call_id)
+            asked = _Asked(request, result)
+            if result.get("error") == _IN_PROGRESS:
+                known = settlements.get(asked.key)
+                if known is not None:  # this node's own settlement, still under way
+                    result = known.result()
+            elif result.get("error") == _APPROVAL_REQUIRED:
+                answer = _run().answer(asked, _AskLog(runner.store, asked.task))
+                result = _settle(runner, settlements, asked, answer).result()
+        return _message(result, tool, call_id)
 
     async def awrap(
         request: ToolCallRequest,
@@ -71,34 +104,26 @@ def tool_node(runner: ToolRunner, *, name: str = "tools") -> ToolNode:
     ) -> ToolMessage:
         call = request.tool_call
         tool, call_id = call["name"], call.get("id")
-        if _irreversible(runner, tool):
-            key = _key(request)
-            if approved.get(key) is not None or runner.budget.can_spend(Effect.IRREVERSIBLE_WRITE):
-                if _decision(tool, call) is not True:  # before any await: calls keep their order
-                    return _message(FORBIDDEN, tool, call_id)
-                settled = await asyncio.wrap_future(approved.run(key, tool, call["args"], call_id))
-                return _message(settled, tool, call_id)
-        return _message(await runner.acall(tool, call["args"], call_id=call_id), tool, call_id)
+        if not _irreversible(runner, tool):
+            return _message(await runner.acall(tool, call["args"], call_id=call_id), tool, call_id)
+        node = _run()
+        async with node.in_model_order():  # the node's irreversible calls decide in turn
+            result = await runner.acall(tool, call["args"], call_id=call_id)
+            asked = _Asked(request, result)
+            settling: Future[dict[str, Any]] | None = None
+            if result.get("error") == _IN_PROGRESS:
+                settling = settlements.get(asked.key)
+            elif result.get("error") == _APPROVAL_REQUIRED:
+                book = _AskLog(runner.store, asked.task)
+                answer = await node.aanswer(asked, book)
+                settling = _settle(runner, settlements, asked, answer)
+        if settling is not None:
+            # asyncio.wrap_future cannot cancel it: a running settlement is never cancelled
+            result = await asyncio.wrap_future(settling)
+        return _message(result, tool, call_id)
 
-    return _InModelOrder(tools(runner), name=name, handle_tool_errors=False,
-                         wrap_tool_call=wrap, awrap_tool_call=awrap)
-
-
-class _InModelOrder(ToolNode):
-    """A ``ToolNode`` whose sync path runs its tool calls one after another, in the model's order.
-
-    LangGraph gives a resumed node its resume values by the *order* of its ``interrupt()``
-    calls. The stock sync path runs a node's tool calls on parallel threads, so two
-    irreversible calls could reach ``interrupt()`` in either order and one could receive the
-    answer a person gave for the other. In order, each answer goes to the call it was shown
-    for. (The async path already starts its calls in order, and each reaches ``interrupt()``
-    before it awaits anything.)
-    """
-
-    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        config = ensure_config(config)
-        config["max_concurrency"] = 1
-        return super().invoke(input, config, **kwargs)
+    return _AgentkitToolNode(tools(runner), name=name, handle_tool_errors=False,
+                             wrap_tool_call=wrap, awrap_tool_call=awrap)
 
 
 def tools(runner: ToolRunner) -> list[BaseTool]:
@@ -128,40 +153,268 @@ def _irreversible(runner: ToolRunner, tool: Any) -> bool:
     return spec is not None and spec.effect is Effect.IRREVERSIBLE_WRITE
 
 
-def _key(request: ToolCallRequest) -> tuple[str, ...]:
-    """One tool call of one conversation: the graph's thread and namespace, the model's
-    tool-call id, the tool and its arguments (canonical JSON)."""
-    call = request.tool_call
-    configurable = (request.runtime.config or {}).get("configurable", {}) if request.runtime else {}
+def _message(result: dict[str, Any], tool: str, call_id: str | None) -> ToolMessage:
+    return ToolMessage(content=model_text(result), name=tool, tool_call_id=call_id or "",
+                       status="success" if result.get("ok") else "error")
+
+
+# ---------------------------------------------------------------------- one node run
+
+
+class _AgentkitToolNode(ToolNode):
+    """A ``ToolNode`` that keeps, for each run of the node, who asked what (:class:`_NodeRun`),
+    and whose sync path runs its tool calls one after another, in the model's order (so the
+    first call that needs a person is the one asked first, as on the async path)."""
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        config = ensure_config(config)
+        config["max_concurrency"] = 1
+        token = _RUN.set(_NodeRun())
+        try:
+            return super().invoke(input, config, **kwargs)
+        finally:
+            _RUN.reset(token)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None,
+                      **kwargs: Any) -> Any:
+        token = _RUN.set(_NodeRun())
+        try:
+            return await super().ainvoke(input, config, **kwargs)
+        finally:
+            _RUN.reset(token)
+
+
+#: The node run the current tool call belongs to (its calls run in copies of this context).
+_RUN: contextvars.ContextVar[_NodeRun | None] = contextvars.ContextVar("agentkit_langgraph_run",
+                                                                      default=None)
+
+
+def _run() -> _NodeRun:
+    run = _RUN.get()
+    if run is None:  # a wrap called outside the node's own invoke: a run of its own
+        run = _NodeRun()
+        _RUN.set(run)
+    return run
+
+
+#: What :meth:`_NodeRun.answer` returns for a stored answer no log entry explains.
+_UNMATCHED = object()
+
+
+class _Asked:
+    """One irreversible call that the runner answered: its identity in this conversation,
+    the question a person is shown, and the runner's answer (its ``approval_id``)."""
+
+    __slots__ = ("call", "call_id", "key", "question", "result", "task")
+
+    def __init__(self, request: ToolCallRequest, result: dict[str, Any]) -> None:
+        call = request.tool_call
+        runtime = request.runtime
+        configurable = (runtime.config or {}).get("configurable", {}) if runtime else {}
+        # the node's task: its conversation and its checkpoint namespace ("tools:<task id>")
+        self.task = (str(configurable.get("thread_id", "")),
+                     str(configurable.get("checkpoint_ns", "")))
+        self.call_id: str | None = call.get("id")
+        self.question: dict[str, Any] = {"tool": call["name"], "arguments": call["args"],
+                                         "tool_call_id": self.call_id}
+        self.call = _identity(self.question)
+        self.key = (*self.task, self.call)
+        self.result = result
+
+
+def _identity(question: dict[str, Any]) -> str:
+    """One tool call of one node: its id, its tool and its arguments (canonical JSON)."""
     try:
-        arguments = canonical_json(call["args"])
-    except (TypeError, ValueError):
-        arguments = repr(call["args"])
-    return (str(configurable.get("thread_id", "")), str(configurable.get("checkpoint_ns", "")),
-            str(call.get("id") or ""), str(call["name"]), arguments)
+        arguments = canonical_json(question.get("arguments"))
+    except (TypeError, ValueError, RecursionError):
+        arguments = "<unencodable>"  # (the runner refused such a call before anyone was asked)
+    return canonical_json([str(question.get("tool_call_id") or ""), str(question.get("tool")),
+                           arguments])
 
 
-class _Approved:
-    """The approved calls this node settled (or is settling), by conversation and tool call.
+class _NodeRun:
+    """One run of the node: the answers its stored interrupts hold, read once through the
+    ask log, and the question it stops on (at most one per run)."""
 
-    A re-run node asks for each approved call again, and gets:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._answers: dict[str, Any] | None = None  # call identity -> the person's answer
+        self._stopped: GraphInterrupt | None = None  # the question this run stops on
+        self._out_of_step = False  # a stored answer the log does not explain
+        self._last_turn: asyncio.Future[None] | None = None
 
-    - the run still under way, when another call of the same node stopped the node with
-      ``interrupt()`` while this write was settling (the re-run joins it instead of reading
-      ``in_progress``). Each settling runs on its own thread, which an abandoned node cannot
-      cancel;
-    - the settled result, even when the budget is spent by now: a known call asks
-      ``interrupt()`` again (which returns the stored answer, so later calls keep their
-      answers' order) instead of being refused ``budget_exhausted`` for a write that ran.
+    def answer(self, asked: _Asked, book: _AskLog) -> Any:
+        """The person's answer to ``asked``; raises ``GraphInterrupt`` to ask for it (or for
+        the question this run already stops on)."""
+        with self._lock:
+            if self._answers is None and self._stopped is None:
+                self._read_answers(book.entries())
+            position = self._answer_or_ask(asked)
+            if not isinstance(position, _NewQuestion):
+                return position
+            raise self._stop(position, book.append(position.position, asked.question), asked)
 
-    The most recent :data:`KEEP` settled calls are kept; an older one falls back to the
-    runner, which replays a settled approval while budget remains.
+    async def aanswer(self, asked: _Asked, book: _AskLog) -> Any:
+        """:meth:`answer` for the async path: the store is read and written on a worker (the
+        calls take their turns: :meth:`in_model_order`)."""
+        if self._answers is None and self._stopped is None:
+            self._read_answers(await asyncio.to_thread(book.entries))
+        position = self._answer_or_ask(asked)
+        if not isinstance(position, _NewQuestion):
+            return position
+        logged = await asyncio.to_thread(book.append, position.position, asked.question)
+        raise self._stop(position, logged, asked)
+
+    def in_model_order(self) -> _Turn:
+        """The node's irreversible calls decide one at a time, in the model's order (the
+        order their tasks start in), whatever their awaits."""
+        previous, mine = self._last_turn, asyncio.get_running_loop().create_future()
+        self._last_turn = mine
+        return _Turn(previous, mine)
+
+    def _read_answers(self, entries: list[dict[str, Any]]) -> None:
+        """Every stored answer of this node's task, through the log, in its order."""
+        answers: dict[str, Any] = {}
+        for question in entries:
+            try:
+                answers[_identity(question)] = interrupt(question)
+            except GraphInterrupt as pending:  # the question a person has not answered yet
+                self._stopped = pending
+                raise
+        self._answers = answers
+
+    def _answer_or_ask(self, asked: _Asked) -> Any:
+        """The stored answer, :data:`_UNMATCHED`, or a :class:`_NewQuestion` to log."""
+        if self._stopped is not None:  # one question per run: the others wait for the next
+            raise GraphInterrupt(self._stopped.args[0])
+        answers = self._answers if self._answers is not None else {}
+        if asked.call in answers:
+            return answers[asked.call]
+        if self._out_of_step:
+            return _UNMATCHED
+        try:
+            interrupt(asked.question)  # at the end of the log: a new question
+        except GraphInterrupt as new:
+            return _NewQuestion(len(answers), new)
+        # LangGraph held an answer past the end of the log: the log was lost (a durable
+        # checkpointer over an in-memory store). Whose answer it is cannot be known.
+        log.error("langgraph: a stored answer at position %d of thread %r has no entry in the "
+                  "ask log (is the runner's store as durable as the checkpointer?); it is not "
+                  "acted on, and the approval waits for a person", len(answers), asked.task[0])
+        self._out_of_step = True
+        return _UNMATCHED
+
+    def _stop(self, new: _NewQuestion, logged: dict[str, Any] | None,
+              asked: _Asked) -> GraphInterrupt:
+        """The run stops on the question the log names for the new position (ours, unless
+        another process logged another call there first)."""
+        stop = new.interrupt
+        if logged is not None and _identity(logged) != asked.call:
+            [ours] = stop.args[0]
+            stop = GraphInterrupt((Interrupt(value=logged, id=ours.id),))
+        self._stopped = stop
+        return stop
+
+
+class _NewQuestion:
+    """A question asked at the end of the log (``position``): to log, then raise."""
+
+    __slots__ = ("interrupt", "position")
+
+    def __init__(self, position: int, interrupt: GraphInterrupt) -> None:
+        self.position = position
+        self.interrupt = interrupt
+
+
+class _Turn:
+    """One irreversible call's turn to decide (see :meth:`_NodeRun.in_model_order`)."""
+
+    def __init__(self, previous: asyncio.Future[None] | None, mine: asyncio.Future[None]) -> None:
+        self.previous = previous
+        self.mine = mine
+
+    async def __aenter__(self) -> None:
+        if self.previous is not None:
+            await asyncio.shield(self.previous)  # (a cancelled waiter cancels only itself)
+
+    async def __aexit__(self, *exc: object) -> None:
+        if not self.mine.done():
+            self.mine.set_result(None)
+
+
+# ---------------------------------------------------------------------- the ask log
+
+
+class _AskLog:
+    """Which call each of a node task's questions was shown for, in the runner's store.
+
+    Entry n (a completed key of its own, written once) is the question the n-th
+    ``interrupt()`` of the task asked: the tool, the arguments and the tool-call id.
     """
+
+    def __init__(self, store: Any, task: tuple[str, str]) -> None:
+        self.store = store
+        digest = hashlib.sha256("\x00".join(task).encode("utf-8", "surrogatepass")).hexdigest()
+        self.prefix = f"agentkit.langgraph.ask:{digest[:32]}:"
+
+    def entries(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        while True:
+            stored = self._read(len(found))
+            if stored is None:
+                return found
+            found.append(stored)
+
+    def append(self, position: int, question: dict[str, Any]) -> dict[str, Any] | None:
+        """Log ``question`` at ``position``; the question logged there (ours, or another
+        process's that came first), None if the store could not keep it."""
+        text = json.dumps(question, ensure_ascii=False, sort_keys=True, default=repr)
+        # (writing an entry touches nothing else: a claim its dead writer left is taken over)
+        stored = self.store.run_once(self.prefix + str(position),
+                                     lambda: {"ok": True, "data": text}, recover=_not_written)
+        if not stored.get("ok"):
+            log.error("langgraph: the ask log could not be written (%s): the answer to this "
+                      "question will not be acted on", stored.get("error"))
+            return None
+        return _question(stored)
+
+    def _read(self, position: int) -> dict[str, Any] | None:
+        read = getattr(self.store, "result", None)
+        if read is not None:
+            stored = read(self.prefix + str(position))
+        else:  # a store with run_once only: an operation that fails is never kept
+            stored = self.store.run_once(self.prefix + str(position),
+                                         lambda: {"ok": False, "error": "absent"})
+        return _question(stored) if isinstance(stored, dict) and stored.get("ok") else None
+
+
+def _not_written() -> None:
+    """An ask-log entry's status lookup: a claim without a result wrote nothing (None)."""
+
+
+def _question(stored: dict[str, Any]) -> dict[str, Any] | None:
+    try:
+        question = json.loads(stored.get("data", ""))
+    except ValueError:
+        return None
+    return question if isinstance(question, dict) else None
+
+
+# ---------------------------------------------------------------------- settling
+
+
+class _Settlements:
+    """The approved calls this node settles (or settled), by conversation and tool call.
+
+    Each settlement runs on a thread of its own, which no abandoned or cancelled node run can
+    stop, and its future is marked running before anyone can wait on it, so a waiter that is
+    cancelled cancels only its own wait. A re-run of the node joins the settlement still under
+    way (the runner would answer ``in_progress``). The most recent :data:`KEEP` are kept; an
+    older one is found settled in the store by the runner."""
 
     KEEP = 1024
 
-    def __init__(self, runner: ToolRunner) -> None:
-        self.runner = runner
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._calls: OrderedDict[tuple[str, ...], Future[dict[str, Any]]] = OrderedDict()
 
@@ -169,39 +422,44 @@ class _Approved:
         with self._lock:
             return self._calls.get(key)
 
-    def run(self, key: tuple[str, ...], tool: str, arguments: Any,
-            call_id: str | None) -> Future[dict[str, Any]]:
-        """The settlement of this approved call: the one under way or done, else a new one."""
+    def start(self, key: tuple[str, ...],
+              settle: Callable[[], dict[str, Any]]) -> Future[dict[str, Any]]:
         with self._lock:
             known = self._calls.get(key)
             if known is not None:
                 self._calls.move_to_end(key)
                 return known
             future: Future[dict[str, Any]] = Future()
+            future.set_running_or_notify_cancel()  # from now on nobody can cancel it
             self._calls[key] = future
             while len(self._calls) > self.KEEP:
                 oldest = next(iter(self._calls))
                 if not self._calls[oldest].done():
                     break
                 del self._calls[oldest]
-        worker = threading.Thread(target=self._settle, args=(future, tool, arguments, call_id),
-                                  name="agentkit-langgraph-approved", daemon=True)
-        worker.start()
+        threading.Thread(target=_run_settlement, args=(future, settle), daemon=True,
+                         name="agentkit-langgraph-approved").start()
         return future
 
-    def _settle(self, future: Future[dict[str, Any]], tool: str, arguments: Any,
-                call_id: str | None) -> None:
-        try:
-            future.set_result(call_approved(self.runner, tool, arguments, call_id))
-        except BaseException as exc:  # never raised for model input; passed on, not lost
-            future.set_exception(exc)
+
+def _run_settlement(future: Future[dict[str, Any]], settle: Callable[[], dict[str, Any]]) -> None:
+    try:
+        future.set_result(settle())
+    except BaseException as exc:  # never raised for model input; passed on, not lost
+        future.set_exception(exc)
 
 
-def _decision(tool: str, call: Any) -> Any:
-    """The person's answer to this call, through LangGraph's ``interrupt`` (the resume value)."""
-    return interrupt({"tool": tool, "arguments": call["args"], "tool_call_id": call.get("id")})
-
-
-def _message(result: dict[str, Any], tool: str, call_id: str | None) -> ToolMessage:
-    return ToolMessage(content=model_text(result), name=tool, tool_call_id=call_id or "",
-                       status="success" if result.get("ok") else "error")
+def _settle(runner: ToolRunner, settlements: _Settlements, asked: _Asked,
+            answer: Any) -> Future[dict[str, Any]]:
+    """Act on a person's answer to ``asked`` (whose runner answer was ``approval_required``)."""
+    result, call_id = asked.result, asked.call_id
+    if answer is _UNMATCHED:  # nobody can say whose answer it was: the approval waits
+        done: Future[dict[str, Any]] = Future()
+        done.set_result(result)
+        return done
+    approval_id = result["approval_id"]
+    if answer is True:
+        return settlements.start(asked.key,
+                                 lambda: runner.approve(approval_id, call_id=call_id))
+    # a person's "no" (or anything but True): deny it; a call settled meanwhile keeps its result
+    return settlements.start(asked.key, lambda: runner.deny(approval_id, call_id=call_id))

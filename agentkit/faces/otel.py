@@ -136,7 +136,9 @@ class Instrumentation:
         self._tracer = tracer
         # OpenTelemetry's own no-op tracer never records: nothing is observed (see instrument).
         self.off = type(tracer) is trace.NoOpTracer
-        self._open: dict[str, list[_Open]] = {}
+        # open calls by the runner's own identity of each (its serial, and the call id for
+        # events that carry no serial): two calls a host gave one call_id never share spans
+        self._open: dict[tuple[int, str], _Open] = {}
         self._lock = threading.Lock()
         # time.monotonic() -> wall-clock nanoseconds, fixed once.
         self._epoch_ns = time.time_ns() - time.monotonic_ns()
@@ -162,11 +164,10 @@ class Instrumentation:
         if runner is not None and _CURRENT.get(runner) is self:
             del _CURRENT[runner]
         with self._lock:
-            stacks, self._open = list(self._open.values()), {}
-        for stack in stacks:
-            for entry in stack:
-                entry.span.set_attribute(OUTCOME, "uninstrumented")
-                self._close(entry, None)
+            entries, self._open = list(self._open.values()), {}
+        for entry in entries:
+            entry.span.set_attribute(OUTCOME, "uninstrumented")
+            self._close(entry, None)
 
     def __enter__(self) -> Instrumentation:
         return self
@@ -190,9 +191,7 @@ class Instrumentation:
     def _current(self, event: CallEvent) -> _Open | None:
         if not self._open:  # no call of ours is open (each call's events come in order)
             return None
-        with self._lock:
-            stack = self._open.get(event.call_id)
-            entry = stack[-1] if stack else None
+        entry = self._open.get((event.serial, event.call_id))
         if entry is not None:
             self._learn(entry, event)
         return entry
@@ -225,18 +224,19 @@ class Instrumentation:
             return  # its attempts and lookups would not be recorded either
         entry = _Open(span, trace.set_span_in_context(span), event.operation, event.tool)
         with self._lock:
-            self._open.setdefault(event.call_id, []).append(entry)
+            earlier = self._open.get((event.serial, event.call_id))
+            self._open[(event.serial, event.call_id)] = entry
+        if earlier is not None:  # a call that never ended (events fed out of order)
+            earlier.span.set_attribute(OUTCOME, "unfinished")
+            self._close(earlier, None)
 
     def _call_ended(self, event: CallEvent) -> None:
         if not self._open:
             return
         with self._lock:
-            stack = self._open.get(event.call_id)
-            if not stack:
-                return
-            entry = stack.pop()
-            if not stack:
-                del self._open[event.call_id]
+            entry = self._open.pop((event.serial, event.call_id), None)
+        if entry is None:
+            return
         span = entry.span
         self._learn(entry, event)
         result: Mapping[str, Any] = event.result if event.result is not None else {}

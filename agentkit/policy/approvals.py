@@ -117,6 +117,16 @@ class Approvals:
                 return record
             generation += 1
 
+    def find(self, key: str) -> Steps[dict[str, Any] | None]:
+        """This intent's current record (its latest generation, see :meth:`open`) without
+        opening one: None when it never asked."""
+        generation = 1
+        while True:
+            record = yield from self.read(approval_id_for(key, generation))
+            if record is None or record["state"] != EXPIRED:
+                return record
+            generation += 1
+
     def read(self, approval_id: Any) -> Steps[dict[str, Any] | None]:
         """The record, with a pending one past its time marked ``expired`` on the way."""
         if not isinstance(approval_id, str):

@@ -111,9 +111,10 @@ class ToolRunner:
 
     def approve(self, approval_id: Any, *, call_id: str | None = None) -> dict[str, Any]:
         """Run the one call this approval was asked for, once; again returns the same result.
-        A store that cannot be used answers ``busy``: nothing ran. ``call_id`` names this
-        settling in the trace, the log and the events, as for :meth:`call` (a durable
-        engine's step or activity id); without one the runner makes its own."""
+        A store that cannot be used answers ``busy``: nothing ran. ``call_id`` is the host's
+        own id of the call being approved (a framework's tool-call id, a durable engine's step
+        or activity id), which then names the run in the trace, the log and the events, as
+        with :meth:`call`; without one the runner makes its own."""
         return self._sync.run(self._policy.approve(approval_id, _named(call_id)))
 
     def deny(self, approval_id: Any, *, call_id: str | None = None) -> dict[str, Any]:

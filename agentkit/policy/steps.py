@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentkit.boundary.canonical import canonical_json
+from agentkit.boundary.canonical import canonical_json, intent_json
 from agentkit.boundary.concurrency import Attempt, WorkerUnavailable
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, failure
@@ -53,6 +53,7 @@ from agentkit.boundary.registry import RegisteredTool, ToolRegistry
 from agentkit.boundary.spec import Effect, ToolSpec
 from agentkit.policy.approvals import (
     DENIED,
+    PENDING,
     REFUSED,
     REPLAY,
     RUN,
@@ -75,7 +76,7 @@ from agentkit.policy.effects import (
     StoreStep,
     WhenDone,
 )
-from agentkit.policy.events import Observers
+from agentkit.policy.events import Listeners, Observers
 from agentkit.policy.stores.algorithm import (
     TAKEN_OVER,
     Claim,
@@ -98,6 +99,7 @@ _IRREVERSIBLE = Effect.IRREVERSIBLE_WRITE.value
 _READ = Effect.READ.value
 _REVERSIBLE = Effect.REVERSIBLE_WRITE.value
 _UNKNOWN = ErrorCode.OUTCOME_UNKNOWN.value
+_SPENT = ErrorCode.BUDGET_EXHAUSTED.value
 _monotonic = time.monotonic
 _READ_EFFECT = Effect.READ
 _new = object.__new__
@@ -114,7 +116,7 @@ class Call(RunAttempt):
     operation = "call"
 
     def __init__(self, call_id: str, entry: RegisteredTool, arguments: dict[str, Any],
-                 observers: Observers, started: float, key: str = "",
+                 observers: Listeners, started: float, key: str = "",
                  fingerprint: str = "") -> None:
         self.call_id = call_id
         self.started = started  # when the call (or the approval's operation) began
@@ -183,7 +185,7 @@ class Policy:
         if refusal is not None or entry is None or entry.spec.effect is not _READ_EFFECT:
             return (yield from self._call(name, entry, checked, refusal, call_id, started))
         assert checked is not None
-        observers, spec = self.observers, entry.spec
+        observers, spec = self.observers.begin(), entry.spec
         # Call(call_id, entry, checked, observers, started), its __init__ spelled out: every
         # read makes one, and this saves it a frame
         call = _new(Call)
@@ -266,7 +268,7 @@ class Policy:
         """A write's call, or a refusal's, between its ``call_started`` and ``call_ended``."""
         tool = entry.spec.name if entry is not None else safe_name(name)
         effect: str = entry.spec.effect._value_ if entry is not None else ""
-        observers = self.observers
+        observers = self.observers.begin()
         live = observers.live  # else only the trace listens: it records steps as they end
         if live:
             observers.emit("call_started", call_id, tool, effect, started)
@@ -317,16 +319,19 @@ class Policy:
         started = time.monotonic()
         yield PROTECT
         tool, effect = yield from self._named(approval_id)
-        body = self._approve(approval_id, call_id, started)
-        return (yield from _framed(body, "approve", call_id, tool, effect, started, self.observers))
+        listeners = self.observers.begin()
+        body = self._approve(approval_id, call_id, started, listeners)
+        return (yield from _framed(body, "approve", call_id, tool, effect, started, listeners))
 
-    def _approve(self, approval_id: Any, call_id: str, started: float) -> Steps[dict[str, Any]]:
+    def _approve(self, approval_id: Any, call_id: str, started: float,
+                 listeners: Listeners) -> Steps[dict[str, Any]]:
         prepared: list[Call] = []
         try:
             step = yield from self.approvals.begin(
-                approval_id, lambda record: self._prepare(call_id, record, prepared, started))
+                approval_id,
+                lambda record: self._prepare(call_id, record, prepared, started, listeners))
             if step.action != RUN:
-                return self._answer_approval(call_id, approval_id, step, started)
+                return _answer_approval(listeners, call_id, approval_id, step, started)
             assert step.record is not None and prepared
             call, record = prepared[-1], step.record
             result = yield from self._run_approved(call, record)
@@ -350,10 +355,12 @@ class Policy:
         started = time.monotonic()
         yield PROTECT
         tool, effect = yield from self._named(approval_id)
-        body = self._deny(approval_id, call_id, started)
-        return (yield from _framed(body, "deny", call_id, tool, effect, started, self.observers))
+        listeners = self.observers.begin()
+        body = self._deny(approval_id, call_id, started, listeners)
+        return (yield from _framed(body, "deny", call_id, tool, effect, started, listeners))
 
-    def _deny(self, approval_id: Any, call_id: str, started: float) -> Steps[dict[str, Any]]:
+    def _deny(self, approval_id: Any, call_id: str, started: float,
+              listeners: Listeners) -> Steps[dict[str, Any]]:
         denied = finish(failure(ErrorCode.FORBIDDEN), 0, False, _IRREVERSIBLE)
         try:
             step = yield from self.approvals.deny(approval_id, denied)
@@ -362,21 +369,15 @@ class Policy:
             return _busy()
         if step.action == DENIED:
             assert step.record is not None
-            self._tell("approval_settled", call_id, step.record["tool"], _IRREVERSIBLE, started,
-                       approval_id=step.record["approval_id"], outcome=ErrorCode.FORBIDDEN.value)
+            _tell(listeners, "approval_settled", call_id, step.record["tool"], _IRREVERSIBLE,
+                  started, approval_id=step.record["approval_id"],
+                  outcome=ErrorCode.FORBIDDEN.value)
             return dict(denied)
         if step.action == REPLAY:
             assert step.record is not None and step.result is not None
-            return self._replay_settled(call_id, step.record["tool"], step.result, started)
+            return _replay_settled(listeners, call_id, step.record["tool"], step.result, started)
         assert step.result is not None
         return finish(step.result, 0, False, _IRREVERSIBLE)
-
-    def _tell(self, kind: str, call_id: str, tool: str, effect: str, started: float, *,
-              outcome: str, approval_id: str = "") -> None:
-        """Tell the observers an event of a step that has no :class:`Call` (of the operation
-        that began at ``started``)."""
-        self.observers.emit(kind, call_id, tool, effect, time.monotonic(),
-                            outcome=outcome, approval_id=approval_id, since=started)
 
     def pending(self) -> Steps[list[dict[str, Any]]]:
         """What a person is shown of every approval still waiting in the store."""
@@ -388,9 +389,10 @@ class Policy:
 
     def _keys(self, call: Call) -> None:
         """The idempotency key and the payload's fingerprint, from one canonical text of the
-        arguments (the fingerprint's text is that of ``{"arguments": …, "tool": …}``)."""
+        arguments (the fingerprint's text is that of ``{"arguments": …, "tool": …}``), in
+        which numbers equal in value are written alike (``5`` and ``5.0``: one intent)."""
         spec = call.spec
-        text = canonical_json(call.arguments)
+        text = intent_json(call.arguments)
         if spec.idempotency_key is not None:
             call.key = str(spec.idempotency_key(self.context, call.arguments))
         else:
@@ -407,7 +409,8 @@ class Policy:
         replayed = bool(result.get("replayed"))
         if replayed:
             call.event("replay", outcome=_outcome(result))
-        elif call.number == 0 and not result["ok"]:
+        elif call.number == 0 and not result["ok"] and result["error"] != _SPENT:
+            # (a spent budget was told by _budget_refusal, where it was found)
             call.event("refused", outcome=result["error"])
         return finish(result, call.attempts, replayed, _REVERSIBLE)
 
@@ -514,27 +517,44 @@ class Policy:
 
     def _ask_approval(self, call: Call) -> Steps[dict[str, Any]]:
         """The first call of an irreversible write: open (or find) its approval; nothing runs.
-        With the budget spent no person is asked: ``budget_exhausted``."""
+        With the budget spent no person is asked: ``budget_exhausted``, unless this intent's
+        approval was settled already (its result is told, as approving again would).
+
+        A call that finds its approval ``running`` goes the way ``approve`` does: in progress
+        while its run may still be under way, and once that run's lease has passed (its
+        approver died mid-write) it is recovered through the store, whose claim and status
+        lookup settle it (the receipt, or ``outcome_unknown`` without a lookup), never simply
+        run twice. (It used to answer ``in_progress`` for ever.)"""
         spec = call.spec
         yield PROTECT
-        if not self.budget.can_spend(spec.effect):
+        spent = not self.budget.can_spend(spec.effect)
+        try:
+            if spent:
+                record = yield from self.approvals.find(call.key)
+            else:
+                record = yield from self.approvals.open(call.key, call.fingerprint, spec.name,
+                                                        call.arguments, self.context)
+        except StoreError as exc:
+            if spent:
+                record = None
+            else:
+                log.error("%s %s: the store failed, no approval opened: %s", call.call_id,
+                          spec.name, exc)
+                call.event("refused", outcome=ErrorCode.BUSY.value)
+                return _busy()
+        if spent and (record is None or record["state"] == PENDING):
             call.event("refused", outcome=ErrorCode.BUDGET_EXHAUSTED.value)
             return finish(failure(ErrorCode.BUDGET_EXHAUSTED), 0, False, _IRREVERSIBLE)
-        try:
-            record = yield from self.approvals.open(call.key, call.fingerprint, spec.name,
-                                                    call.arguments, self.context)
-        except StoreError as exc:
-            log.error("%s %s: the store failed, no approval opened: %s", call.call_id, spec.name, exc)
-            call.event("refused", outcome=ErrorCode.BUSY.value)
-            return _busy()
+        assert record is not None
         if record["fingerprint"] != call.fingerprint:
             call.event("refused", outcome=ErrorCode.IDEMPOTENCY_CONFLICT.value)
             return finish(failure(ErrorCode.IDEMPOTENCY_CONFLICT), 0, False, _IRREVERSIBLE)
         if record["state"] == SETTLED:
-            return self._replay_settled(call.call_id, spec.name, settled_result(record),
-                                        call.started)
-        if record["state"] == RUNNING:
-            return finish(failure(ErrorCode.IN_PROGRESS), 0, False, _IRREVERSIBLE)
+            return _replay_settled(call.observers, call.call_id, spec.name,
+                                   settled_result(record), call.started)
+        if record["state"] == RUNNING:  # approved already: the same steps as approve's
+            return (yield from self._approve(record["approval_id"], call.call_id, call.started,
+                                             call.observers))
         call.event("approval_asked", approval_id=record["approval_id"],
                    outcome=ErrorCode.APPROVAL_REQUIRED.value)
         asked = failure(ErrorCode.APPROVAL_REQUIRED, approval_id=record["approval_id"])
@@ -551,7 +571,7 @@ class Policy:
         return str(record.get("tool", "")), _IRREVERSIBLE
 
     def _prepare(self, call_id: str, record: dict[str, Any], prepared: list[Call],
-                 started: float) -> tuple[dict[str, Any] | None, float]:
+                 started: float, listeners: Listeners) -> tuple[dict[str, Any] | None, float]:
         """Check an approved call again before it runs (the tool or the caller's rights may
         have changed since it was asked for): a refusal, or None and the run's lease."""
         entry, checked, refusal = preflight(
@@ -560,7 +580,7 @@ class Policy:
         if refusal is not None:
             return refusal, 0.0
         assert entry is not None and checked is not None
-        call = ApprovedRun(call_id, entry, checked, self.observers, started, record["key"],
+        call = ApprovedRun(call_id, entry, checked, listeners, started, record["key"],
                            record["fingerprint"])
         prepared.append(call)
         return None, self._lease(call)
@@ -582,27 +602,6 @@ class Policy:
         result = yield from self._write_attempts(call, mine)
         return result if result["ok"] else {**result, "retryable": False}
 
-    def _answer_approval(self, call_id: str, approval_id: Any, step: Step,
-                         started: float) -> dict[str, Any]:
-        """Announce an approval decision that ran nothing."""
-        assert step.result is not None
-        tool = step.record["tool"] if step.record else safe_name(approval_id)
-        if step.action == REPLAY:
-            return self._replay_settled(call_id, tool, step.result, started)
-        code = step.result.get("error", "")
-        if step.action == REFUSED:
-            self._tell("refused", call_id, tool, _IRREVERSIBLE, started, outcome=code)
-        elif code != ErrorCode.IN_PROGRESS.value:  # unknown, expired: the answer is final
-            effect = _IRREVERSIBLE if step.record else ""
-            self._tell("approval_settled", call_id, tool, effect, started,
-                       approval_id=safe_name(approval_id), outcome=code)
-        return finish(step.result, 0, False, _IRREVERSIBLE)
-
-    def _replay_settled(self, call_id: str, tool: str, result: dict[str, Any],
-                        started: float) -> dict[str, Any]:
-        self._tell("replay", call_id, tool, _IRREVERSIBLE, started, outcome=_outcome(result))
-        return finish(result, 0, True, _IRREVERSIBLE)
-
     # ------------------------------------------------------------------ one attempt
 
     def _attempt(self, call: Call) -> Steps[tuple[dict[str, Any], Attempt | None]]:
@@ -615,7 +614,7 @@ class Policy:
         began = _monotonic()
         observers = call.observers
         # call.event(...), spelled out here and below: two of every call's events
-        if observers.live:  # (the trace needs no start event: see Observers.live)
+        if observers.live:  # (the trace needs no start event: see Listeners.live)
             observers.emit("attempt_started", call.call_id, call.tool, call.effect, began,
                            call.number, operation=call.operation)
         try:
@@ -638,6 +637,37 @@ class Policy:
                        call.number, "ok" if result.get("ok") else _outcome(result),
                        attempt.started, "", call.operation, None, attempt, began)
         return result, attempt
+
+
+def _answer_approval(listeners: Listeners, call_id: str, approval_id: Any, step: Step,
+                     started: float) -> dict[str, Any]:
+    """Announce an approval decision that ran nothing."""
+    assert step.result is not None
+    tool = step.record["tool"] if step.record else safe_name(approval_id)
+    if step.action == REPLAY:
+        return _replay_settled(listeners, call_id, tool, step.result, started)
+    code = step.result.get("error", "")
+    if step.action == REFUSED:
+        _tell(listeners, "refused", call_id, tool, _IRREVERSIBLE, started, outcome=code)
+    elif code != ErrorCode.IN_PROGRESS.value:  # unknown, expired: the answer is final
+        effect = _IRREVERSIBLE if step.record else ""
+        _tell(listeners, "approval_settled", call_id, tool, effect, started,
+              approval_id=safe_name(approval_id), outcome=code)
+    return finish(step.result, 0, False, _IRREVERSIBLE)
+
+
+def _replay_settled(listeners: Listeners, call_id: str, tool: str, result: dict[str, Any],
+                    started: float) -> dict[str, Any]:
+    _tell(listeners, "replay", call_id, tool, _IRREVERSIBLE, started, outcome=_outcome(result))
+    return finish(result, 0, True, _IRREVERSIBLE)
+
+
+def _tell(listeners: Listeners, kind: str, call_id: str, tool: str, effect: str, started: float,
+          *, outcome: str, approval_id: str = "") -> None:
+    """Tell the listeners an event of a step that has no :class:`Call` (of the operation that
+    began at ``started``)."""
+    listeners.emit(kind, call_id, tool, effect, time.monotonic(),
+                   outcome=outcome, approval_id=approval_id, since=started)
 
 
 def _budget_refusal(call: Call) -> dict[str, Any]:
@@ -793,7 +823,7 @@ def invoke(function: Callable[[], Any]) -> Steps[Any]:
 
 
 def _framed(body: Steps[dict[str, Any]], operation: str, call_id: str, tool: str, effect: str,
-            started: float, observers: Observers) -> Steps[dict[str, Any]]:
+            started: float, observers: Listeners) -> Steps[dict[str, Any]]:
     """An approval's operation between its ``call_started`` and ``call_ended`` events; the
     ending is announced even when the caller is interrupted or cancelled (then as ``busy``;
     ``call`` frames itself the same way, inline, being the hot path)."""

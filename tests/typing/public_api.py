@@ -149,6 +149,8 @@ def use_the_api() -> None:
         assert_type(budget.remaining, int | None)
         assert_type(runner.pending_approvals(), list[dict[str, Any]])
         assert_type(runner.approve("no-such-approval"), dict[str, Any])
+        assert_type(runner.approve("no-such-approval", call_id="host-1"), dict[str, Any])
+        assert_type(runner.deny("no-such-approval", call_id="host-1"), dict[str, Any])
         assert_type(runner.deny("no-such-approval"), dict[str, Any])
         assert_type(runner.trace.call_counts(), dict[str, int])
         asyncio.run(use_the_async_api(registry, runner, context))
