@@ -317,12 +317,14 @@ def conclude(entry: RegisteredTool, attempt: Attempt, status: str, call_id: str)
             return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=spec.effect is Effect.READ)
         if isinstance(attempt.error, InvalidInput):
             # The model's mistake, not the tool's: said like the schema's own refusal, at
-            # INFO and without a traceback (the detail is what the model reads).
+            # INFO and without a traceback. The detail logged is what the model reads:
+            # redacted as the tool's output is, so a secret in the message reaches neither.
+            refused = handler_failure(attempt.error, ErrorCode.INVALID_ARGUMENTS, entry.redactor)
             log.info(
                 "%s %s: invalid arguments (the handler's %s): %s",
-                call_id, spec.name, type(attempt.error).__name__, attempt.error.detail,
+                call_id, spec.name, type(attempt.error).__name__, refused["detail"],
             )
-            return handler_failure(attempt.error, ErrorCode.INVALID_ARGUMENTS)
+            return refused
         code = classify_exception(attempt.error)
         log.error(
             "%s %s: handler raised %s -> %s",
