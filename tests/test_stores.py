@@ -1411,18 +1411,19 @@ class RoundTrips:
     client sends after the server has answered it (or for the first time). A statement
     queued in a pipeline travels in the same trip as the rest; an empty Sync costs one."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, port: int = 0) -> None:
         import socket
 
         from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
         parts = conninfo_to_dict(dsn)
         self.upstream = (str(parts.get("host") or "127.0.0.1"), int(parts.get("port") or 5432))
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener = socket.create_server(("127.0.0.1", port))
         self.dsn = make_conninfo(dsn, host="127.0.0.1", port=self.listener.getsockname()[1])
         self.trips = 0
         self.lock = threading.Lock()
         self.sockets: list[Any] = []
+        self.closed = False
         threading.Thread(target=self.accept, daemon=True).start()
 
     def accept(self) -> None:
@@ -1435,7 +1436,12 @@ class RoundTrips:
                 return
             server = socket.create_connection(self.upstream)
             turn = ["server"]  # who spoke last on this connection
-            self.sockets += [client, server]
+            with self.lock:
+                if self.closed:  # accepted while closing: no connection outlives close()
+                    client.close()
+                    server.close()
+                    return
+                self.sockets += [client, server]
             for src, dst, side in ((client, server, "client"), (server, client, "server")):
                 threading.Thread(target=self.pump, args=(src, dst, side, turn), daemon=True).start()
 
@@ -1465,6 +1471,8 @@ class RoundTrips:
         return trips
 
     def close(self) -> None:
+        with self.lock:
+            self.closed = True
         self.listener.close()
         for s in self.sockets:
             with contextlib.suppress(OSError):

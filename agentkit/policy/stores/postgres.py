@@ -69,6 +69,7 @@ import logging
 import select
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -352,19 +353,27 @@ _POOL_PREFIX = "agentkit postgresql://"  # how this module's pools are named (se
 _outage_lock = threading.Lock()
 _outages: dict[str, float] = {}  # address -> time.monotonic() when the outage was noticed
 _last_failure: dict[str, str] = {}  # address -> why its last connection attempt failed
+# Connections this module closed itself (the server had left them) before handing them back.
+_retired: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 class _PoolNoise(logging.Filter):
-    """psycopg_pool logs a WARNING for every failed connection attempt of every pool: about
-    six per call while a server is down. For this module's pools the reason is kept, for
-    the one line an outage gets, and the record is dropped; other pools' records pass."""
+    """psycopg_pool logs a WARNING for every failed connection attempt of every pool (about
+    six per call while a server is down), and one for every closed connection handed back.
+    For this module's pools the reason of a failed attempt is kept, for the one line an
+    outage gets, and those records are dropped; other pools' records pass."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
         if record.levelno < logging.WARNING or not isinstance(args, tuple) or not args:
             return True
         name = args[0]
-        if not isinstance(name, str) or not name.startswith(_POOL_PREFIX):
+        if not isinstance(name, str):
+            try:
+                return name not in _retired  # closed here on purpose: nothing to warn about
+            except TypeError:  # not hashable: not one of ours
+                return True
+        if not name.startswith(_POOL_PREFIX):
             return True
         if len(args) > 1 and isinstance(args[1], BaseException):
             _last_failure[name.split(" ")[1]] = _first_line(args[1])
@@ -568,6 +577,7 @@ class PostgresIdempotencyStore(OperableStore):
             except psycopg_pool.PoolTimeout as exc:
                 raise self._unreachable() from exc
             if _looks_dead(conn):
+                _retired.add(conn)
                 conn.close()
                 pool.putconn(conn)  # closed: the pool discards it and makes another
                 continue
@@ -587,6 +597,8 @@ class PostgresIdempotencyStore(OperableStore):
         try:
             yield conn
         except psycopg.Error as exc:
+            if conn.broken:  # its call fails with the reason; the pool need not warn again
+                _retired.add(conn)
             raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
         finally:
             pool.putconn(conn)
@@ -757,6 +769,7 @@ class PostgresIdempotencyStore(OperableStore):
             except psycopg_pool.PoolTimeout as exc:
                 raise self._unreachable() from exc
             if _looks_dead(conn):
+                _retired.add(conn)
                 await conn.close()
                 await pool.putconn(conn)
                 continue
@@ -773,6 +786,8 @@ class PostgresIdempotencyStore(OperableStore):
                 conn = await pool.getconn()
             yield conn
         except psycopg.Error as exc:
+            if conn is not None and conn.broken:
+                _retired.add(conn)
             raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
         finally:
             if conn is not None:
