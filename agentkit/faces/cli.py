@@ -334,6 +334,13 @@ def chosen_store(args: argparse.Namespace) -> str | None:
     return None
 
 
+def refusal(args: argparse.Namespace, exc: Exception) -> str:
+    """The one line for a store that cannot be used, saying when ``$AGENTKIT_STORE`` named it
+    (its value is shown only as the store's own message shows it: without a password)."""
+    from_env = not args.store and args.workspace is None and bool(os.environ.get(STORE_ENV))
+    return f"{exc} (the store ${STORE_ENV} names)" if from_env else str(exc)
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror.lower()
@@ -428,7 +435,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             raise UnusableWorkspace(f"{secret_path}: {_reason(exc)}") from None
     except UnusableWorkspace as exc:
-        print(f"agentkit serve-mcp: {exc}", file=sys.stderr)
+        print(f"agentkit serve-mcp: {refusal(args, exc)}", file=sys.stderr)
         return 2
     tools = "your tools" if args.registry else "the demo tools"
     logging.getLogger("agentkit").info(
@@ -461,7 +468,7 @@ def _approvals(args: argparse.Namespace) -> int:
         runner = workspace_runner(args.workspace or DEFAULT_WORKSPACE, registry=registry,
                                   store=store, create=False)
     except UnusableWorkspace as exc:
-        print(f"{command}: {exc}", file=sys.stderr)
+        print(f"{command}: {refusal(args, exc)}", file=sys.stderr)
         return 2
     try:
         if args.action == "list":
@@ -486,7 +493,7 @@ def _approvals(args: argparse.Namespace) -> int:
 
 def _keys(args: argparse.Namespace) -> int:
     from agentkit.faces import keys_command
-    from agentkit.policy.stores import DEFAULT_RETENTION_SECONDS, StoreError
+    from agentkit.policy.stores import DEFAULT_RETENTION_SECONDS, StoreError, public_address
 
     command = f"agentkit keys {args.action}"
     misuse = None
@@ -504,13 +511,18 @@ def _keys(args: argparse.Namespace) -> int:
     workspace = Path(args.workspace or DEFAULT_WORKSPACE).expanduser()
     opened: list[OperableStore] = []
     try:
-        source, name, _ = open_command_store(workspace, chosen_store(args), create=False,
-                                             retention_seconds=retention)
+        try:
+            source, name, _ = open_command_store(workspace, chosen_store(args), create=False,
+                                                 retention_seconds=retention)
+        except UnusableWorkspace as exc:
+            raise UnusableWorkspace(refusal(args, exc)) from None
         opened.append(source)
         if args.to is not None:
-            if not is_store_url(args.to):
-                raise UnusableWorkspace(f"--to {args.to}: give the target as a URL"
-                                        f" (sqlite:///PATH or postgresql://USER@HOST/DB)")
+            if not is_store_url(args.to) or args.to.lower().startswith("memory:"):
+                raise UnusableWorkspace(
+                    f"--to {public_address(args.to)}: give the store to copy into as a URL"
+                    " (sqlite:///PATH or postgresql://USER@HOST/DB; a memory store would keep"
+                    " nothing)")
             target, target_name, _ = open_command_store(workspace, args.to, create=True)
             opened.append(target)
         out, err = sys.stdout, sys.stderr

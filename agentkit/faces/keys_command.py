@@ -9,6 +9,7 @@ are shown with every invisible or reordering character escaped, as the approvals
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import datetime, timezone
 from typing import IO, Any
@@ -24,9 +25,11 @@ def list_keys(store: OperableStore, *, limit: int | None, as_json: bool, out: IO
     now = store.store_now()
     shown = completed = claimed = stale = 0
     more = False
+    entries = store.entries()
+    first = next(entries, None)  # a store that cannot be read fails before anything is written
     if as_json:
         out.write("[")
-    for entry in store.entries():
+    for entry in itertools.chain([] if first is None else [first], entries):
         if limit is not None and shown == limit:
             more = True
             break

@@ -268,6 +268,7 @@ def expired_before(record: str, before: float) -> bool:
 def copy_store(source: OperableStore, target: OperableStore, *, batch: int = 1000) -> Copied:
     """Copy every key and approval of ``source`` that ``target`` does not hold (see the
     module docstring); ``source`` is left as it is. Raises ``StoreError``."""
+    target.key_page(None, 1)  # a target that cannot be used fails before anything is read
     keys = present = 0
     for chunk in _chunks(source.entries(batch), batch):
         added = target.add_keys(chunk)

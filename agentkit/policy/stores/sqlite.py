@@ -412,17 +412,19 @@ class SQLiteIdempotencyStore(OperableStore):
                 f" than this agentkit understands ({SCHEMA_VERSION}); upgrade agentkit, or use"
                 " another file"
             )
-        old = {row[0] for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('results', 'claims')"
+        tables = {row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
         )}
+        old = tables & {"results", "claims"}
+        if tables and old != {"results", "claims"} or tables - {"results", "claims", "approvals"}:
+            # Someone else's database: refused before anything is written into it.
+            raise StoreError(f"{self.path}: not an agentkit store (tables {sorted(tables)})")
         conn.execute(_KEYS)
         conn.execute(_APPROVALS)
-        if old == {"results", "claims"}:
+        if old:
             for statement in _MIGRATE_FROM_1:
                 conn.execute(statement)
             logger.info("%s: migrated the store to schema version %d", self.path, SCHEMA_VERSION)
-        elif old:
-            raise StoreError(f"{self.path}: not an agentkit store (tables {sorted(old)} only)")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     # ---- connection pool
