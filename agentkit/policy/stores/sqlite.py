@@ -380,6 +380,7 @@ class SQLiteIdempotencyStore(OperableStore):
         Switching to WAL needs an exclusive lock, and SQLite answers "locked" at once,
         without waiting, when two connections would otherwise wait for each other.
         """
+        self._refuse_foreign(conn)  # before WAL: someone else's file is left as it was
         deadline = time.monotonic() + self.busy_timeout_seconds
         while True:
             try:
@@ -401,24 +402,32 @@ class SQLiteIdempotencyStore(OperableStore):
                 "%s: WAL unavailable (journal_mode=%s); readers will wait", self.path, mode
             )
 
-    def _create_or_migrate(self, conn: sqlite3.Connection) -> None:
-        """Inside the setup's write transaction: refuse a newer layout, migrate an older."""
+    def _refuse_foreign(self, conn: sqlite3.Connection) -> set[str]:
+        """Read only: refuse a newer layout, or a database that is not an agentkit store;
+        returns the tables of a file still to be created or migrated (version 0)."""
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        if version == SCHEMA_VERSION:
-            return
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path}: the file holds agentkit store schema version {version}, newer"
                 f" than this agentkit understands ({SCHEMA_VERSION}); upgrade agentkit, or use"
                 " another file"
             )
+        if version == SCHEMA_VERSION:
+            return set()
         tables = {row[0] for row in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
         )}
         old = tables & {"results", "claims"}
         if tables and old != {"results", "claims"} or tables - {"results", "claims", "approvals"}:
-            # Someone else's database: refused before anything is written into it.
             raise StoreError(f"{self.path}: not an agentkit store (tables {sorted(tables)})")
+        return tables
+
+    def _create_or_migrate(self, conn: sqlite3.Connection) -> None:
+        """Inside the setup's write transaction: refuse a newer layout or someone else's
+        database, create the tables of a new file, migrate an older layout."""
+        if int(conn.execute("PRAGMA user_version").fetchone()[0]) == SCHEMA_VERSION:
+            return
+        old = self._refuse_foreign(conn) & {"results", "claims"}
         conn.execute(_KEYS)
         conn.execute(_APPROVALS)
         if old:
