@@ -612,7 +612,15 @@ class SQLiteIdempotencyStore(OperableStore):
             pending=self.approval_page(PENDING),
             delete_pending=self._delete_pending,
             pause=PURGE_PAUSE_SECONDS,
+            tidy=self._checkpoint,
         )
+
+    def _checkpoint(self) -> None:
+        """Copy the log into the database (a passive checkpoint: it waits for nobody, and no
+        writer waits for it), so that the log the purge wrote is not checkpointed by the
+        commit of some claim that happens to cross SQLite's 1,000-page threshold."""
+        with self._connection(False) as conn:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     def _purge_window(
         self, window_sql: str, delete_sql: str, column: str, after: str | None, before: float,
