@@ -38,12 +38,13 @@ _KEY_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\s]*)", re.I
 
 
 def public_address(url: str) -> str:
-    """``url`` as it may be shown: every password replaced by ``***`` (the user part's,
-    up to the authority's last ``@``, and any ``password=`` option)."""
+    """``url`` as it may be shown: every password replaced by ``***`` (the user part's, up
+    to the last ``@`` before the query, even where a malformed URL has a ``/`` or an ``@`` in
+    its password, and any ``password=`` option)."""
     text = str(url)
     start = text.find("//")
     if start >= 0:
-        cut = [i for i in (text.find(c, start + 2) for c in "/?#") if i >= 0]
+        cut = [i for i in (text.find(c, start + 2) for c in "?#") if i >= 0]
         end = min(cut) if cut else len(text)
         at = text.rfind("@", start + 2, end)
         colon = text.find(":", start + 2, at)
