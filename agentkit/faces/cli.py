@@ -42,7 +42,7 @@ STORE_ENV = "AGENTKIT_STORE"
 POSTGRES_CONNECT_TIMEOUT_SECONDS = 5.0
 STORE_HELP = (
     "the store: a URL (sqlite:///PATH, postgresql://USER@HOST/DB) or an SQLite file's path; "
-    f"default: the workspace's, else ${STORE_ENV}"
+    f"default: the --workspace's, else ${STORE_ENV}'s, else {DEFAULT_WORKSPACE}/{STORE_NAME}"
 )
 REGISTRY_HELP = (
     "your tools: a ToolRegistry, or a function returning one, as module:attribute "
