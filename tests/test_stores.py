@@ -1317,6 +1317,7 @@ def test_pg_lease_deadlines_come_from_the_database_clock(pg: Backend) -> None:
 
 
 def test_pg_killed_connections_are_replaced_before_the_next_call(pg: Backend) -> None:
+    ServerUse.exclusive()  # it ends every session of the database, other processes' too
     store, op = pg(), Op(OK, OK)
     assert store.run_once("a", op, "fp") == OK
     # The store's sessions end (and their sockets close) before the function returns.
@@ -1330,6 +1331,7 @@ def test_pg_killed_connections_are_replaced_before_the_next_call(pg: Backend) ->
 
 
 def test_pg_a_connection_killed_mid_call_is_busy_or_ok_never_an_error(pg: Backend) -> None:
+    ServerUse.exclusive()  # it ends every session of the database, other processes' too
     store, op = pg(pool_size=1), Op(OK, OK)  # one connection: both steps of a call share it
     assert store.run_once("a", op, "fp") == OK
     pg.sql(  # no wait: the next call may find its connection dying under it
