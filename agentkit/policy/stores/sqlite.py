@@ -380,10 +380,17 @@ class SQLiteIdempotencyStore(OperableStore):
         Switching to WAL needs an exclusive lock, and SQLite answers "locked" at once,
         without waiting, when two connections would otherwise wait for each other.
         """
-        self._refuse_foreign(conn)  # before WAL: someone else's file is left as it was
         deadline = time.monotonic() + self.busy_timeout_seconds
         while True:
             try:
+                # Before WAL: someone else's file is left as it was. One read transaction, so
+                # that a store another process is creating is seen whole or not at all.
+                conn.execute("BEGIN")
+                try:
+                    self._refuse_foreign(conn)
+                finally:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 conn.execute("BEGIN IMMEDIATE")
                 try:
