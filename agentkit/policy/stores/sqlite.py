@@ -624,8 +624,9 @@ class SQLiteIdempotencyStore(OperableStore):
 
     def _checkpoint(self) -> None:
         """Copy the log into the database (a passive checkpoint: it waits for nobody, and no
-        writer waits for it), so that the log the purge wrote is not checkpointed by the
-        commit of some claim that happens to cross SQLite's 1,000-page threshold."""
+        writer waits for it), so that while a purge runs, the log (its own and the claims')
+        is checkpointed by the purge, never by the commit of a claim that happens to cross
+        SQLite's 1,000-page threshold (a checkpoint ends in an fsync)."""
         with self._connection(False) as conn:
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
