@@ -32,7 +32,7 @@ from agentkit.boundary.spec import Effect, ToolSpec
 from agentkit.policy.backoff import set_testing
 from agentkit.policy.budget import Budget
 from agentkit.policy.runner import ToolRunner
-from agentkit.policy.stores import IdempotencyStore, SQLiteIdempotencyStore
+from agentkit.policy.stores import IdempotencyStore, SQLiteIdempotencyStore, open_store
 
 if TYPE_CHECKING:  # the lazy modules' types (``as`` marks them re-exported, not unused)
     from agentkit.demo import faults as faults
@@ -55,6 +55,7 @@ __all__ = [
     "ToolSpec",
     "ainvoke_tool",
     "invoke_tool",
+    "open_store",
     "set_testing",
 ]
 

@@ -2,13 +2,17 @@
 
 One run, one table. Every group is timed in interleaved rounds and reports, per path, the
 median µs per call and the median of its per-round ratios to the group's reference (see
-benchmarks/harness.py for why). Then the whole-kit rows: RSS growth over 100k runner calls,
+benchmarks/harness.py for why). The purge rows (benchmarks/purge.py): 1M completed keys
+purged from SQLite and PostgreSQL by another process while a worker claims a new key every
+millisecond, with the worst claim of that worker. Then the whole-kit rows: RSS growth over
+100k runner calls,
 ``import agentkit`` time, and (unless ``--skip-slow``) strict nbval of every notebook and
 ``make test``. Each goal of issue 13 is printed with PASS or MISS. The table and the machine
 it ran on (CPU count, load, Python, every peer's version) are written to
 benchmarks/results/latest.md and latest.csv; ``--readme`` also puts them in README.md.
 
-Usage: python benchmarks/run.py [--skip-slow] [--no-install] [--rounds N] [--readme]
+Usage: python benchmarks/run.py [--skip-slow] [--no-install] [--rounds N] [--purge-keys N]
+       [--readme]
        python benchmarks/run.py --only dbos     one group (or several: --only sync,dbos), printed
 """
 
@@ -188,6 +192,43 @@ def rss_growth() -> tuple[float | None, str]:
     return growth, f"{data['before'] / 1e6:.0f} → {data['after'] / 1e6:.0f} MB; {per_call:.0f} µs/call"
 
 
+def purge_run(url: str | None, keys: int, why: str = "") -> tuple[dict[str, Any] | None, str]:
+    """benchmarks/purge.py on ``url`` in a fresh process: its JSON, or None and why not."""
+    if not url:
+        return None, why or "no store"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "purge.py"), url, "--keys", str(keys)],
+        check=False, capture_output=True, text=True, cwd=ROOT,
+    )
+    if done.returncode != 0:
+        return None, f"failed: {(done.stderr.strip().splitlines() or ['no output'])[-1][:200]}"
+    return json.loads(done.stdout.strip().splitlines()[-1]), ""
+
+
+def purge_rows(label: str, data: dict[str, Any] | None, why: str, keys: int) -> tuple[list[Row], Goal]:
+    """The purge's rows and its goal (docs/design.md#operating-the-stores)."""
+    group = f"purge ({label})"
+    goal = f"purge: {label}, worst run_once during a purge of {keys:,} keys < 50 ms"
+    if data is None:
+        return [Row(group, f"purge of {keys:,} keys", None, "keys/s", note=why)], Goal(
+            goal, None, "<", 50, "ms", why_missing=why)
+    during, alone = data["during"], data["alone"]
+    rows = [
+        Row(group, f"purge of {keys:,} keys, 7 days' retention", data["purge_keys_per_second"],
+            "keys/s", note=f"{data['purged']:,} purged in {data['purge_seconds']:.1f} s by another"
+            f" process; {data['left']} left"),
+        Row(group, "worst new-key run_once during the purge", during["worst_ms"], "ms",
+            note=f"{during['calls']:,} calls, one per ms; p99.9 {during['p999_ms']:.1f} ms,"
+            f" median {during['median_ms']:.2f} ms"),
+        Row(group, "worst new-key run_once without a purge, as long (same run)", alone["worst_ms"], "ms",
+            note=f"{alone['calls']:,} calls; p99.9 {alone['p999_ms']:.1f} ms, median"
+            f" {alone['median_ms']:.2f} ms"),
+        Row(group, "bytes per completed key", data["bytes_per_key"], "B",
+            note=f"{keys:,} create_ticket-sized keys, filled in {data['fill_seconds']:.0f} s"),
+    ]
+    return rows, Goal(goal, during["worst_ms"], "<", 50, "ms")
+
+
 def import_time(runs: int = 7) -> tuple[float | None, str]:
     """Median ms of ``import agentkit`` in fresh interpreters (interpreter start excluded)."""
     code = (
@@ -261,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=("time only these groups (" + ", ".join(GROUPS) + ") and print "
                               "their goals; nothing is written (the results files and the "
                               "README hold whole runs only)"))
+    parser.add_argument("--purge-keys", type=int, default=1_000_000,
+                        help="keys filled, then purged beside a claiming worker (default 1M)")
     args = parser.parse_args(argv)
     only = {name.strip() for name in args.only.split(",") if name.strip()}
     if only - set(GROUPS):
@@ -426,6 +469,16 @@ def durable_goals(group: Group, goals: list[Goal], rows: list[Row], args: Any) -
         try:
             pg = suites.postgres_paths(dsn, why)
             group("durable (PostgreSQL)", pg, "floor:")
+            for label, url, missing in (
+                ("SQLite", f"sqlite:///{folder}/purge.sqlite3", ""),
+                ("PostgreSQL", dsn, why or "AGENTKIT_TEST_PG_DSN not set"),
+            ):
+                print(f"measuring: a purge of {args.purge_keys:,} keys beside a claiming worker"
+                      f" ({label})", flush=True)
+                data, note = purge_run(url, args.purge_keys, missing)
+                purge_table, purge_goal = purge_rows(label, data, note, args.purge_keys)
+                rows.extend(purge_table)
+                goals.append(purge_goal)
         finally:
             if stop_cluster is not None:
                 stop_cluster()

@@ -46,25 +46,32 @@ CREATE TABLE approvals (approval_id TEXT PRIMARY KEY, state TEXT NOT NULL,
 def release_1(name: str) -> Any:
     """``agentkit/policy/stores/<name>.py`` as release 1 shipped it, over release 1's own
     algorithm module (loaded from git; skipped where that history is not available)."""
+    return release(name, RELEASE_1)
+
+
+def release(name: str, commit: str) -> Any:
+    """``agentkit/policy/stores/<name>.py`` as ``commit`` had it, over that commit's own
+    algorithm module (loaded from git; skipped where that history is not available)."""
 
     def source(path: str) -> str:
         try:
             done = subprocess.run(
-                ["git", "-C", str(ROOT), "show", f"{RELEASE_1}:{path}"],
+                ["git", "-C", str(ROOT), "show", f"{commit}:{path}"],
                 capture_output=True, text=True, check=True, timeout=60,
             )
         except (OSError, subprocess.SubprocessError):
-            pytest.skip(f"git history with release 1 ({RELEASE_1[:7]}) is not available")
+            pytest.skip(f"git history with {commit[:7]} is not available")
         return done.stdout
 
     modules = {}
     for module in ("algorithm", name):
         text = source(f"agentkit/policy/stores/{module}.py").replace(
-            "from agentkit.policy.stores.algorithm import", "from release_1_algorithm import"
+            "from agentkit.policy.stores.algorithm import",
+            f"from release_{commit[:7]}_algorithm import",
         )
-        loaded = types.ModuleType(f"release_1_{module}")
+        loaded = types.ModuleType(f"release_{commit[:7]}_{module}")
         sys.modules[loaded.__name__] = loaded  # dataclasses look their module up
-        exec(compile(text, f"release-1/{module}.py", "exec"), loaded.__dict__)  # noqa: S102 - our own release 1, from git
+        exec(compile(text, f"{commit[:7]}/{module}.py", "exec"), loaded.__dict__)  # noqa: S102 - our own release, from git
         modules[module] = loaded
     return modules[name]
 

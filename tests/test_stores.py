@@ -109,14 +109,77 @@ def pg_dsn() -> str:
     return PG_DSN
 
 
+class ServerUse:
+    """Every test on the test server holds a shared lock on it, and a test that restarts or
+    stops the server holds it exclusively (``flock`` on a file beside the cluster's state).
+    ``make test`` runs test files in parallel: a file that stops the server must not pull it
+    away from another file's test, which then waits for it to be back."""
+
+    holders = 0
+    file: Any = None
+
+    @classmethod
+    def enter(cls) -> None:
+        import fcntl
+        import tempfile
+
+        if cls.holders == 0:
+            state = os.environ.get("AGENTKIT_PG_STATE") or os.path.join(
+                tempfile.gettempdir(), "agentkit-pg-tests")
+            cls.file = open(f"{state}.tests.lock", "a+")  # noqa: SIM115 - held across calls
+            fcntl.flock(cls.file, fcntl.LOCK_SH)
+        cls.holders += 1
+
+    @classmethod
+    def leave(cls) -> None:
+        import fcntl
+
+        cls.holders -= 1
+        if cls.holders == 0:
+            fcntl.flock(cls.file, fcntl.LOCK_UN)
+            cls.file.close()
+
+    @classmethod
+    def exclusive(cls, wait: float = 300.0) -> None:
+        """Until this test's schemas are dropped: no other process's test uses the server.
+        Skips if other processes keep using it for ``wait`` seconds (two restarting tests in
+        two processes would otherwise wait for each other forever)."""
+        import fcntl
+
+        if not cls.holders:
+            return
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(cls.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    fcntl.flock(cls.file, fcntl.LOCK_SH)
+                    pytest.skip("another test process kept using the server; it cannot be"
+                                " restarted under it")
+                time.sleep(0.05)  # a lock wait, not a synchronisation of the test's own steps
+
+
 class PgSchema:
-    """A fresh schema per test (its own tables), reached through the DSN's search_path."""
+    """A fresh schema per test (its own tables), reached through the DSN's search_path; while
+    it lives, its process uses the server (:class:`ServerUse`)."""
 
     def __init__(self) -> None:
         import psycopg
         from psycopg.conninfo import make_conninfo
 
         base = pg_dsn()
+        ServerUse.enter()
+        self.holds = True
+        try:
+            self._create(base, psycopg, make_conninfo)
+        except BaseException:
+            self.holds = False
+            ServerUse.leave()
+            raise
+
+    def _create(self, base: str, psycopg: Any, make_conninfo: Any) -> None:
         self.name = f"t_{os.urandom(6).hex()}"
         self.admin = psycopg.connect(base, autocommit=True)
         self.admin.execute(f"CREATE SCHEMA {self.name}")
@@ -130,10 +193,15 @@ class PgSchema:
     def drop(self) -> None:
         import psycopg
 
-        if self.admin.closed:  # a test that restarts the server closed it first
-            self.admin = psycopg.connect(pg_dsn(), autocommit=True)
-        self.admin.execute(f"DROP SCHEMA {self.name} CASCADE")
-        self.admin.close()
+        try:
+            if self.admin.closed:  # a test that restarts the server closed it first
+                self.admin = psycopg.connect(pg_dsn(), autocommit=True)
+            self.admin.execute(f"DROP SCHEMA {self.name} CASCADE")
+            self.admin.close()
+        finally:
+            if self.holds:
+                self.holds = False
+                ServerUse.leave()
 
 
 class Backend:
@@ -1146,6 +1214,7 @@ def own_pg_cluster() -> None:
             "this test restarts the server, so it needs the cluster of tools/pg_cluster.sh"
             " (AGENTKIT_PG_STATE does not describe AGENTKIT_TEST_PG_DSN's server)"
         )
+    ServerUse.exclusive()
 
 
 def pg_cluster(command: str) -> None:
@@ -1248,6 +1317,7 @@ def test_pg_lease_deadlines_come_from_the_database_clock(pg: Backend) -> None:
 
 
 def test_pg_killed_connections_are_replaced_before_the_next_call(pg: Backend) -> None:
+    ServerUse.exclusive()  # it ends every session of the database, other processes' too
     store, op = pg(), Op(OK, OK)
     assert store.run_once("a", op, "fp") == OK
     # The store's sessions end (and their sockets close) before the function returns.
@@ -1261,6 +1331,7 @@ def test_pg_killed_connections_are_replaced_before_the_next_call(pg: Backend) ->
 
 
 def test_pg_a_connection_killed_mid_call_is_busy_or_ok_never_an_error(pg: Backend) -> None:
+    ServerUse.exclusive()  # it ends every session of the database, other processes' too
     store, op = pg(pool_size=1), Op(OK, OK)  # one connection: both steps of a call share it
     assert store.run_once("a", op, "fp") == OK
     pg.sql(  # no wait: the next call may find its connection dying under it
@@ -1292,6 +1363,7 @@ class PgSchemaReopened(PgSchema):
         import psycopg
 
         self.name, self.dsn = old.name, old.dsn
+        self.holds, old.holds = old.holds, False  # its use of the server goes on
         self.admin = psycopg.connect(pg_dsn(), autocommit=True)
         self.admin.execute(f"SET search_path = {self.name}")
 
@@ -1411,18 +1483,19 @@ class RoundTrips:
     client sends after the server has answered it (or for the first time). A statement
     queued in a pipeline travels in the same trip as the rest; an empty Sync costs one."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, port: int = 0) -> None:
         import socket
 
         from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
         parts = conninfo_to_dict(dsn)
         self.upstream = (str(parts.get("host") or "127.0.0.1"), int(parts.get("port") or 5432))
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener = socket.create_server(("127.0.0.1", port))
         self.dsn = make_conninfo(dsn, host="127.0.0.1", port=self.listener.getsockname()[1])
         self.trips = 0
         self.lock = threading.Lock()
         self.sockets: list[Any] = []
+        self.closed = False
         threading.Thread(target=self.accept, daemon=True).start()
 
     def accept(self) -> None:
@@ -1435,7 +1508,12 @@ class RoundTrips:
                 return
             server = socket.create_connection(self.upstream)
             turn = ["server"]  # who spoke last on this connection
-            self.sockets += [client, server]
+            with self.lock:
+                if self.closed:  # accepted while closing: no connection outlives close()
+                    client.close()
+                    server.close()
+                    return
+                self.sockets += [client, server]
             for src, dst, side in ((client, server, "client"), (server, client, "server")):
                 threading.Thread(target=self.pump, args=(src, dst, side, turn), daemon=True).start()
 
@@ -1465,6 +1543,8 @@ class RoundTrips:
         return trips
 
     def close(self) -> None:
+        with self.lock:
+            self.closed = True
         self.listener.close()
         for s in self.sockets:
             with contextlib.suppress(OSError):

@@ -7,9 +7,12 @@
     python -m agentkit approvals list    the approvals waiting in a workspace (approve ID, deny ID)
     python -m agentkit approvals approve ID --dbos-workflow WF --dbos-system-database URL
                                          send the decision to the DBOS workflow that waits for it
+    python -m agentkit keys list         the keys in a store (show KEY, purge, copy --to URL)
 
-Imports are made inside each command, so ``--help`` answers at once; no command loads pandas,
-so both work on a plain ``pip install`` without the notebook extras.
+``serve-mcp``, ``approvals`` and ``keys`` use the store named by ``--store URL`` (or an SQLite
+path), else the workspace's (``--workspace DIR``), else ``AGENTKIT_STORE``, else the default
+workspace's. Imports are made inside each command, so ``--help`` answers at once; no command
+loads pandas, so all work on a plain ``pip install`` without the notebook extras.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agentkit.boundary.registry import ToolRegistry
     from agentkit.policy.runner import ToolRunner
+    from agentkit.policy.stores.operations import OperableStore
 
 DEFAULT_QUESTION = "idempotency key retry"
 
@@ -34,6 +38,14 @@ DEFAULT_QUESTION = "idempotency key retry"
 DEFAULT_WORKSPACE = "~/.agentkit"
 STORE_NAME = "agentkit.sqlite3"
 SECRET_NAME = "mcp-secret"
+#: The environment variable naming the store when no flag does (a URL, or an SQLite path).
+STORE_ENV = "AGENTKIT_STORE"
+#: How long a command waits for a PostgreSQL connection before it says the server is down.
+POSTGRES_CONNECT_TIMEOUT_SECONDS = 5.0
+STORE_HELP = (
+    "the store: a URL (sqlite:///PATH, postgresql://USER@HOST/DB) or an SQLite file's path; "
+    f"default: the --workspace's, else ${STORE_ENV}'s, else {DEFAULT_WORKSPACE}/{STORE_NAME}"
+)
 REGISTRY_HELP = (
     "your tools: a ToolRegistry, or a function returning one, as module:attribute "
     "(e.g. my_server:registry; the module is imported from the current folder); "
@@ -82,17 +94,19 @@ def build_parser() -> argparse.ArgumentParser:
                       help="where the demo tools may write (default: a temporary directory)")
     demo.set_defaults(run=_demo)
 
-    workspace_help = f"the server's workspace (default: {DEFAULT_WORKSPACE})"
+    workspace_help = f"the server's workspace (default: {DEFAULT_WORKSPACE}, or ${STORE_ENV}'s store)"
     serve = commands.add_parser(
         "serve-mcp",
         help="serve the demo tools over MCP (stdio), with the whole policy applied",
         description=(
             "Serve the demo registry to an MCP host over stdin/stdout, every call through a "
-            "ToolRunner with a durable SQLite store in the workspace. Only protocol messages "
-            "go to stdout; logs go to stderr. Needs the 'mcp' extra."
+            "ToolRunner with a durable store (the workspace's SQLite file, or --store / "
+            f"${STORE_ENV}). Only protocol messages go to stdout; logs go to stderr. Needs the "
+            "'mcp' extra."
         ),
     )
-    serve.add_argument("--workspace", metavar="DIR", default=DEFAULT_WORKSPACE, help=workspace_help)
+    serve.add_argument("--workspace", metavar="DIR", default=None, help=workspace_help)
+    serve.add_argument("--store", metavar="URL", default=None, help=STORE_HELP)
     serve.add_argument("--registry", metavar="MODULE:ATTRIBUTE", default=None, help=REGISTRY_HELP)
     serve.add_argument(
         "--approvals", choices=["auto", "cli"], default="auto",
@@ -117,12 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     approvals.add_argument("action", choices=["list", "approve", "deny"])
     approvals.add_argument("approval_id", nargs="?", metavar="ID", help="for approve and deny")
-    approvals.add_argument("--workspace", metavar="DIR", default=DEFAULT_WORKSPACE,
+    approvals.add_argument("--workspace", metavar="DIR", default=None,
                            help=f"{workspace_help}; it must exist: nothing is created")
-    approvals.add_argument("--store", metavar="PATH", default=None,
-                           help="an existing SQLite store (instead of WORKSPACE/agentkit.sqlite3)")
+    approvals.add_argument("--store", metavar="URL", default=None,
+                           help=STORE_HELP.replace("the store:", "an existing store:"))
     approvals.add_argument("--registry", metavar="MODULE:ATTRIBUTE", default=None,
-                           help=REGISTRY_HELP + "; needed to approve with --store")
+                           help=REGISTRY_HELP + f"; needed to approve with --store or ${STORE_ENV}")
     approvals.add_argument(
         "--dbos-workflow", metavar="WORKFLOW_ID", default=None,
         help=("send the decision to this DBOS workflow, which waits for it "
@@ -136,7 +150,55 @@ def build_parser() -> argparse.ArgumentParser:
     approvals.add_argument("--dbos-schema", metavar="NAME", default="dbos",
                            help="with --dbos-workflow: DBOS's system schema (default: dbos)")
     approvals.set_defaults(run=_approvals)
+
+    keys = commands.add_parser(
+        "keys",
+        help="list, show, purge or copy the idempotency keys of a store",
+        description=(
+            "Look into an existing store (docs/design.md#operating-the-stores): 'list' its "
+            "keys, 'show' one, 'purge' the completed keys and settled approvals past retention "
+            "(never a claim, never a pending approval), 'copy' its keys and approvals into "
+            "another store (--to URL) so that a write asked again there replays instead of "
+            "running again. Plain text, or one JSON document with --json."
+        ),
+    )
+    keys.add_argument("action", choices=["list", "show", "purge", "copy"])
+    keys.add_argument("key", nargs="?", metavar="KEY", help="for show")
+    keys.add_argument("--store", metavar="URL", default=None,
+                      help=STORE_HELP.replace("the store:", "an existing store:"))
+    keys.add_argument("--workspace", metavar="DIR", default=None,
+                      help=f"a workspace whose store to use (default: {DEFAULT_WORKSPACE})")
+    keys.add_argument("--to", metavar="URL", default=None,
+                      help="for copy: the store to copy into (made if it is a new SQLite file)")
+    keys.add_argument("--json", action="store_true", help="one JSON document, for scripts")
+    keys.add_argument("--limit", metavar="N", type=_positive_int, default=None,
+                      help="for list: show the first N keys only")
+    keys.add_argument("--retention-seconds", metavar="S", type=_positive_seconds, default=None,
+                      help="for purge: keep completed keys this long (default: 7 days)")
+    keys.set_defaults(run=_keys)
     return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0: {text!r}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -184,35 +246,26 @@ def workspace_runner(
 ) -> ToolRunner:
     """The runner ``serve-mcp`` and ``approvals`` share: ``registry`` (default: the demo tools
     writing into ``WORKSPACE/files``, where the model cannot reach the store or the secret
-    beside it), a durable SQLite store (default ``WORKSPACE/agentkit.sqlite3``), and one fixed
-    caller context, so that both commands compute the same keys and approval ids for the
-    same intent.
+    beside it), a durable store (default ``WORKSPACE/agentkit.sqlite3``; ``store`` is a URL
+    or an SQLite file's path, see :func:`open_command_store`), and one fixed caller context,
+    so that both commands compute the same keys and approval ids for the same intent.
 
     ``create=False`` (the approvals CLI) opens only what exists: a folder that is not a
     workspace, or a store that is not there, is :class:`UnusableWorkspace`, and nothing is
     created. Any path or store that cannot be used is :class:`UnusableWorkspace` too, with
-    one line naming the path and the reason.
+    one line naming the path (or the address, never a password) and the reason.
     """
     from agentkit.boundary.context import CallContext
     from agentkit.demo.tools import make_demo_registry
     from agentkit.policy.runner import ToolRunner
-    from agentkit.policy.stores import SQLiteIdempotencyStore, StoreError
+    from agentkit.policy.stores import StoreError
 
     root = Path(workspace).expanduser()
-    store_path = Path(store).expanduser() if store is not None else root / STORE_NAME
     if create:
         _make_folder(root)
-        _make_folder(store_path.parent)
-    else:
-        _existing_store(root, store_path, given=store is not None)
+    opened, _, folder = open_command_store(root, store, create=create)
     if registry is None:
-        registry = make_demo_registry(store_path.parent / "files" if store is not None else root / "files")
-    try:
-        opened = SQLiteIdempotencyStore(store_path)
-    except StoreError as exc:
-        raise UnusableWorkspace(str(exc)) from None
-    except (OSError, ValueError) as exc:
-        raise UnusableWorkspace(f"{store_path}: {_reason(exc)}") from None
+        registry = make_demo_registry(folder / "files")
     context = CallContext(task_id="mcp", principal="mcp-host")
     runner = ToolRunner(registry, store=opened, context=context)
     try:  # a store that opens but cannot be read (not ours, damaged) is refused now, not later
@@ -221,6 +274,85 @@ def workspace_runner(
         opened.close()
         raise UnusableWorkspace(str(exc)) from None
     return runner
+
+
+def is_store_url(text: str) -> bool:
+    """Whether ``text`` is a store URL (``memory:``, ``sqlite:///…``, ``postgresql://…``, or
+    anything with a ``scheme://``) rather than a file's path."""
+    import re
+
+    return re.match(r"^(memory:|[A-Za-z][A-Za-z0-9+.-]*://)", text) is not None
+
+
+def open_command_store(
+    workspace: Path, store: str | os.PathLike[str] | None, *, create: bool, **options: Any
+) -> tuple[OperableStore, str, Path]:
+    """The store a command uses, its name as the command shows it, and the folder beside it
+    (where the demo tools write): ``store`` (a URL, or an SQLite file's path), else the
+    workspace's ``agentkit.sqlite3``. ``create=False`` opens only an existing SQLite file and
+    refuses ``memory:`` (an empty store of this process). A PostgreSQL store connects on its
+    first call. Raises :class:`UnusableWorkspace` (one line, no password)."""
+    from agentkit.policy.stores import (
+        SQLiteIdempotencyStore,
+        StoreError,
+        open_store,
+        public_address,
+    )
+    from agentkit.policy.stores.address import sqlite_path
+
+    url = os.fspath(store) if store is not None and is_store_url(os.fspath(store)) else None
+    if url is None:
+        path = Path(store).expanduser() if store is not None else workspace / STORE_NAME
+        name, folder = str(path), path.parent if store is not None else workspace
+        if create:
+            _make_folder(path.parent)
+        else:
+            _existing_store(workspace, path, given=store is not None)
+    else:
+        name, folder = public_address(url), workspace
+        scheme = url.partition(":")[0].lower()
+        if scheme == "memory" and not create:
+            raise UnusableWorkspace(
+                f"{url}: a memory store lives in one process, so this command would see an"
+                " empty one; give the store's sqlite:/// or postgresql:// URL")
+        if scheme == "sqlite":
+            try:
+                path = Path(sqlite_path(url))
+            except ValueError as exc:
+                raise UnusableWorkspace(str(exc)) from None
+            folder = path.parent
+            if create:
+                _make_folder(path.parent)
+            else:
+                _existing_store(workspace, path, given=True)
+        if scheme.startswith("postgres"):
+            options = {"connect_timeout_seconds": POSTGRES_CONNECT_TIMEOUT_SECONDS, **options}
+    try:
+        opened = SQLiteIdempotencyStore(path, **options) if url is None else open_store(url, **options)
+    except StoreError as exc:
+        raise UnusableWorkspace(str(exc)) from None
+    except ImportError as exc:
+        raise UnusableWorkspace(f"{name}: {exc}") from None
+    except (OSError, ValueError) as exc:
+        raise UnusableWorkspace(f"{name}: {_reason(exc)}" if url is None else str(exc)) from None
+    return opened, name, folder
+
+
+def chosen_store(args: argparse.Namespace) -> str | None:
+    """The store a command was told to use: ``--store``, else (when no ``--workspace`` names
+    one) ``$AGENTKIT_STORE``; None: the workspace's own."""
+    if args.store:
+        return str(args.store)
+    if args.workspace is None:
+        return os.environ.get(STORE_ENV) or None
+    return None
+
+
+def refusal(args: argparse.Namespace, exc: Exception) -> str:
+    """The one line for a store that cannot be used, saying when ``$AGENTKIT_STORE`` named it
+    (its value is shown only as the store's own message shows it: without a password)."""
+    from_env = not args.store and args.workspace is None and bool(os.environ.get(STORE_ENV))
+    return f"{exc} (the store ${STORE_ENV} names)" if from_env else str(exc)
 
 
 def _reason(exc: BaseException) -> str:
@@ -307,21 +439,23 @@ def _serve_mcp(args: argparse.Namespace) -> int:
         return 2
     logging.basicConfig(stream=sys.stderr, level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    root = Path(args.workspace).expanduser()
+    root = Path(args.workspace or DEFAULT_WORKSPACE).expanduser()
     try:
         registry = load_registry(args.registry) if args.registry else None
-        runner = workspace_runner(root, registry=registry)
+        runner = workspace_runner(root, registry=registry, store=chosen_store(args))
         secret_path = root / SECRET_NAME
         try:
             secret = load_secret(secret_path)
         except (OSError, ValueError) as exc:
             raise UnusableWorkspace(f"{secret_path}: {_reason(exc)}") from None
     except UnusableWorkspace as exc:
-        print(f"agentkit serve-mcp: {exc}", file=sys.stderr)
+        print(f"agentkit serve-mcp: {refusal(args, exc)}", file=sys.stderr)
         return 2
     tools = "your tools" if args.registry else "the demo tools"
-    logging.getLogger("agentkit").info("serving %s over stdio; workspace %s; approvals: %s",
-                                       tools, root, args.approvals)
+    logging.getLogger("agentkit").info(
+        "serving %s over stdio; workspace %s; store %s; approvals: %s", tools, root,
+        getattr(runner.store, "address", None) or getattr(runner.store, "path", "in memory"),
+        args.approvals)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C in a terminal: a quiet exit
         asyncio.run(serve_stdio(runner, secret=secret, approvals=args.approvals))
     return 0
@@ -343,15 +477,18 @@ def _approvals(args: argparse.Namespace) -> int:
         print(f"{command}: --dbos-system-database and --dbos-schema go with --dbos-workflow",
               file=sys.stderr)
         return 2
-    if args.action == "approve" and args.store is not None and args.registry is None:
-        print(f"{command}: with --store, give --registry MODULE:ATTRIBUTE (the tools to run)",
+    store = chosen_store(args)
+    if args.action == "approve" and store is not None and args.registry is None:
+        given = "--store" if args.store else f"${STORE_ENV}"
+        print(f"{command}: with {given}, give --registry MODULE:ATTRIBUTE (the tools to run)",
               file=sys.stderr)
         return 2
     try:
         registry = load_registry(args.registry) if args.registry else None
-        runner = workspace_runner(args.workspace, registry=registry, store=args.store, create=False)
+        runner = workspace_runner(args.workspace or DEFAULT_WORKSPACE, registry=registry,
+                                  store=store, create=False)
     except UnusableWorkspace as exc:
-        print(f"{command}: {exc}", file=sys.stderr)
+        print(f"{command}: {refusal(args, exc)}", file=sys.stderr)
         return 2
     try:
         if args.action == "list":
@@ -398,9 +535,10 @@ def _to_dbos(args: argparse.Namespace, command: str) -> int:
         return 2
     shown = escape_invisible(args.approval_id)
     try:
-        runner = workspace_runner(args.workspace, store=args.store, create=False)
+        runner = workspace_runner(args.workspace or DEFAULT_WORKSPACE, store=chosen_store(args),
+                                  create=False)
     except UnusableWorkspace as exc:
-        print(f"{command}: {exc}", file=sys.stderr)
+        print(f"{command}: {refusal(args, exc)}", file=sys.stderr)
         return 2
     try:
         pending = {r["approval_id"]: r for r in runner.pending_approvals()}
@@ -434,6 +572,61 @@ def _to_dbos(args: argparse.Namespace, command: str) -> int:
     print(f"sent: {args.action} {shown} to DBOS workflow {escape_invisible(workflow_id)} "
           "(its own step settles the call)")
     return 0
+
+
+def _keys(args: argparse.Namespace) -> int:
+    from agentkit.faces import keys_command
+    from agentkit.policy.stores import DEFAULT_RETENTION_SECONDS, StoreError, public_address
+
+    command = f"agentkit keys {args.action}"
+    misuse = None
+    if args.action == "show" and not args.key:
+        misuse = "give the KEY to show"
+    elif args.action != "show" and args.key:
+        misuse = f"{args.action} takes no KEY (did you mean: keys show KEY?)"
+    elif (args.action == "copy") != (args.to is not None):
+        misuse = "give --to URL, the store to copy into" if args.action == "copy" else (
+            "--to is for copy")
+    if misuse:
+        print(f"{command}: {misuse}", file=sys.stderr)
+        return 2
+    retention = args.retention_seconds or DEFAULT_RETENTION_SECONDS
+    workspace = Path(args.workspace or DEFAULT_WORKSPACE).expanduser()
+    opened: list[OperableStore] = []
+    try:
+        try:
+            source, name, _ = open_command_store(workspace, chosen_store(args), create=False,
+                                                 retention_seconds=retention)
+        except UnusableWorkspace as exc:
+            raise UnusableWorkspace(refusal(args, exc)) from None
+        opened.append(source)
+        if args.to is not None:
+            if not is_store_url(args.to) or args.to.lower().startswith("memory:"):
+                raise UnusableWorkspace(
+                    f"--to {public_address(args.to)}: give the store to copy into as a URL"
+                    " (sqlite:///PATH or postgresql://USER@HOST/DB; a memory store would keep"
+                    " nothing)")
+            target, target_name, _ = open_command_store(workspace, args.to, create=True)
+            opened.append(target)
+        out, err = sys.stdout, sys.stderr
+        if args.action == "list":
+            return keys_command.list_keys(source, limit=args.limit, as_json=args.json, out=out)
+        if args.action == "show":
+            return keys_command.show_key(source, args.key, as_json=args.json, out=out, err=err)
+        if args.action == "purge":
+            return keys_command.purge_keys(source, as_json=args.json, out=out)
+        return keys_command.copy_keys(source, target, source_name=name, target_name=target_name,
+                                      as_json=args.json, out=out)
+    except (UnusableWorkspace, StoreError) as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `keys list | head`: the reader has seen enough
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    finally:
+        for store in opened:
+            store.close()
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -34,6 +34,7 @@ from agentkit import (
     ToolSpec,
     ainvoke_tool,
     invoke_tool,
+    open_store,
     set_testing,
 )
 
@@ -165,6 +166,13 @@ def use_the_api() -> None:
                 assert_type(again, dict[str, Any])
             finally:
                 durable.close()
+            # One address per store; retention and purge on every backend.
+            with open_store(f"sqlite:///{folder}/named.db", retention_seconds=86_400) as named:
+                assert_type(named.retention_seconds, float | None)
+                assert_type(named.purge(), int)
+                assert_type(named.purge(now=2e9), int)
+                assert_type([entry.key for entry in named.entries()], list[str])
+        assert_type(open_store("memory:", claim_ttl_seconds=60).purge(), int)
 
     set_testing(False)  # a plain call works as well
     assert_type(agentkit.__all__, list[str])

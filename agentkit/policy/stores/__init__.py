@@ -11,7 +11,11 @@ One algorithm, several backends (``docs/design.md#stores``):
   the workers of several hosts (optional extra ``postgres``; loaded on first use, so
   psycopg is never imported by ``import agentkit``);
 - :mod:`~agentkit.policy.stores.owner`: the process-liveness probe (host, pid, start time)
-  that tells a claim whose owner was killed from one whose owner is still running.
+  that tells a claim whose owner was killed from one whose owner is still running;
+- :mod:`~agentkit.policy.stores.operations`: what an operator does with any of them: list
+  and show keys, copy a store into another, purge what is past retention;
+- :mod:`~agentkit.policy.stores.address`: ``open_store(url)``, one address per store
+  (``memory:``, ``sqlite:///path``, ``postgresql://…``).
 """
 
 from __future__ import annotations
@@ -19,8 +23,18 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from agentkit.policy.stores.address import open_store, public_address
 from agentkit.policy.stores.algorithm import Claim, StoreBase, StoreError, Transaction
 from agentkit.policy.stores.memory import IdempotencyStore
+from agentkit.policy.stores.operations import (
+    DEFAULT_RETENTION_SECONDS,
+    ApprovalEntry,
+    Copied,
+    KeyEntry,
+    OperableStore,
+    Purged,
+    copy_store,
+)
 from agentkit.policy.stores.sqlite import SQLiteIdempotencyStore
 
 if TYPE_CHECKING:
@@ -29,13 +43,22 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "DEFAULT_RETENTION_SECONDS",
+    "ApprovalEntry",
     "Claim",
+    "Copied",
     "IdempotencyStore",
+    "KeyEntry",
+    "OperableStore",
     "PostgresIdempotencyStore",
+    "Purged",
     "SQLiteIdempotencyStore",
     "StoreBase",
     "StoreError",
     "Transaction",
+    "copy_store",
+    "open_store",
+    "public_address",
 ]
 
 

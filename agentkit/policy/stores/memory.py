@@ -11,15 +11,30 @@ Bounded memory (``max_keys``)
     runs again, so choose N larger than any window in which a retry can arrive. Claims are
     never evicted (they are what keeps a running write from running twice) and neither are
     approval records (a person may still decide them).
+
+Retention
+    ``purge()`` deletes the completed keys older than ``retention_seconds`` and the settled
+    or expired approvals, as the durable stores do (:mod:`~agentkit.policy.stores.operations`),
+    a thousand at a time under the store's lock.
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections.abc import Callable
 
-from agentkit.policy.stores.algorithm import CLAIMED, Claim, Result, StoreBase, let_go
+from agentkit.policy.stores.algorithm import CLAIMED, Claim, Result, let_go
+from agentkit.policy.stores.operations import (
+    DEFAULT_RETENTION_SECONDS,
+    HISTORY,
+    PENDING,
+    ApprovalEntry,
+    KeyEntry,
+    OperableStore,
+    expired_before,
+)
 
 __all__ = ["IdempotencyStore", "MemoryTransaction"]
 
@@ -68,9 +83,12 @@ class MemoryTransaction:
         results = self._s._results
         if key not in results:
             results[key] = (fingerprint, text)
+            self._s._completed_at[key] = self._s.clock()
             limit = self._s.max_keys
             while limit is not None and len(results) > limit:
-                del results[next(iter(results))]  # the oldest completed key
+                oldest = next(iter(results))  # the oldest completed key
+                del results[oldest]
+                self._s._completed_at.pop(oldest, None)
         return current is not None and current.token == token
 
     def approval(self, approval_id: str) -> str | None:
@@ -79,9 +97,11 @@ class MemoryTransaction:
 
     def insert_approval(self, approval_id: str, state: str, text: str) -> None:
         self._s._approvals[approval_id] = (state, text)
+        self._s._approval_times[approval_id] = self._s.clock()
 
     def replace_approval(self, approval_id: str, state: str, text: str) -> None:
         self._s._approvals[approval_id] = (state, text)  # keeps its place: creation order
+        self._s._approval_times[approval_id] = self._s.clock()
 
     def approvals(self, state: str | None) -> list[str]:
         return [t for s, t in self._s._approvals.values() if state is None or s == state]
@@ -108,12 +128,13 @@ def _stale(claim: Claim) -> Claim:
     return Claim(claim.token, claim.fingerprint, claim.host, claim.pid, claim.start_time, 0.0)
 
 
-class IdempotencyStore(StoreBase):
+class IdempotencyStore(OperableStore):
     """In memory and thread safe: for one process that may forget everything when it ends.
 
     ``max_keys`` bounds the completed results kept (oldest completed evicted first; claims
     and approvals never). ``clock`` (seconds, default ``time.time``) times the leases; tests
-    inject one.
+    inject one. ``retention_seconds`` (default 7 days, None: forever) is how long
+    :meth:`purge` keeps a completed key.
     """
 
     #: A step holds one in-process lock for microseconds: the async runner calls it on its loop.
@@ -125,8 +146,9 @@ class IdempotencyStore(StoreBase):
         *,
         max_keys: int | None = None,
         clock: Callable[[], float] = time.time,
+        retention_seconds: float | None = DEFAULT_RETENTION_SECONDS,
     ) -> None:
-        super().__init__(claim_ttl_seconds)
+        super().__init__(claim_ttl_seconds, retention_seconds)
         if max_keys is not None and (not isinstance(max_keys, int) or max_keys < 1):
             raise ValueError("max_keys must be a positive int or None")
         self.max_keys = max_keys
@@ -135,6 +157,8 @@ class IdempotencyStore(StoreBase):
         self._results: dict[str, tuple[str | None, str]] = {}
         self._claims: dict[str, Claim] = {}
         self._approvals: dict[str, tuple[str, str]] = {}  # id -> (state, text)
+        self._completed_at: dict[str, float] = {}  # key -> when it completed (store's clock)
+        self._approval_times: dict[str, float] = {}  # id -> when it last changed
 
         self._tx = MemoryTransaction(self)
         self._section = _Section(self._lock, self._tx)
@@ -175,6 +199,85 @@ class IdempotencyStore(StoreBase):
         let_go(mine.token)
         with self._lock:
             self._tx.replace_claim(key, mine.token, _stale(mine))
+
+    # ---- operating the store (agentkit.policy.stores.operations)
+
+    def store_now(self) -> float:
+        return self.clock()
+
+    def key_page(self, after: str | None = None, limit: int = 1000) -> list[KeyEntry]:
+        with self._lock:
+            keys = sorted(self._results.keys() | self._claims.keys())
+            start = 0 if after is None else bisect.bisect_right(keys, after)
+            return [self._entry(key) for key in keys[start:start + limit]]
+
+    def key_entry(self, key: str) -> KeyEntry | None:
+        with self._lock:
+            return self._entry(key) if key in self._results or key in self._claims else None
+
+    def _entry(self, key: str) -> KeyEntry:
+        stored = self._results.get(key)
+        if stored is not None:
+            return KeyEntry(key, stored[0], stored[1], None, self._completed_at.get(key))
+        claim = self._claims[key]
+        return KeyEntry(key, claim.fingerprint, None, claim, None)
+
+    def approval_page(self, state: str | None = None) -> list[ApprovalEntry]:
+        with self._lock:
+            return [ApprovalEntry(approval_id, s, text, self._approval_times.get(approval_id))
+                    for approval_id, (s, text) in self._approvals.items()
+                    if state is None or s == state]
+
+    def add_keys(self, entries: list[KeyEntry]) -> int:
+        added = 0
+        with self._lock:
+            for entry in entries:
+                if entry.key in self._results or entry.key in self._claims:
+                    continue
+                if entry.result is not None:
+                    self._results[entry.key] = (entry.fingerprint, entry.result)
+                    at = self.clock() if entry.updated_at is None else entry.updated_at
+                    self._completed_at[entry.key] = at
+                elif entry.claim is not None:
+                    self._claims[entry.key] = entry.claim
+                else:
+                    raise ValueError(f"key {entry.key!r}: an entry holds a result or a claim")
+                added += 1
+        return added
+
+    def add_approvals(self, entries: list[ApprovalEntry]) -> int:
+        added = 0
+        with self._lock:
+            for entry in entries:
+                if entry.approval_id not in self._approvals:
+                    self._approvals[entry.approval_id] = (entry.state, entry.record)
+                    at = self.clock() if entry.updated_at is None else entry.updated_at
+                    self._approval_times[entry.approval_id] = at
+                    added += 1
+        return added
+
+    def purge_before(self, before: float) -> tuple[int, int]:
+        """A thousand keys at a time under the lock, so claims interleave with the purge."""
+        with self._lock:
+            completed = list(self._completed_at.items())
+        keys = 0
+        for start in range(0, len(completed), 1000):
+            with self._lock:
+                for key, at in completed[start:start + 1000]:
+                    if at < before and self._completed_at.get(key) == at:
+                        del self._completed_at[key]
+                        self._results.pop(key, None)
+                        keys += 1
+        approvals = 0
+        with self._lock:
+            for approval_id, (state, text) in list(self._approvals.items()):
+                changed = self._approval_times.get(approval_id)
+                old = state in HISTORY and changed is not None and changed < before
+                if old or (state == PENDING and expired_before(text, before)):
+                    del self._approvals[approval_id]
+                    self._approval_times.pop(approval_id, None)
+                    approvals += 1
+        return keys, approvals
 
     def __repr__(self) -> str:
         extra = "" if self.max_keys is None else f", max_keys={self.max_keys}"

@@ -65,8 +65,11 @@ Round trips
 from __future__ import annotations
 
 import contextlib
+import logging
 import select
 import threading
+import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -76,11 +79,19 @@ from agentkit.policy.stores.algorithm import (
     CLAIMED,
     Claim,
     Result,
-    StoreBase,
     StoreError,
     let_go,
     loads,
     record_text,
+)
+from agentkit.policy.stores.operations import (
+    DEFAULT_RETENTION_SECONDS,
+    HISTORY,
+    PENDING,
+    ApprovalEntry,
+    KeyEntry,
+    OperableStore,
+    purge_in_windows,
 )
 from agentkit.policy.stores.owner import owner_gone, this_process
 
@@ -94,6 +105,8 @@ __all__ = ["BUSY_TIMEOUT_SECONDS", "SCHEMA_VERSION", "PostgresIdempotencyStore",
            "PostgresTransaction"]
 
 _T = TypeVar("_T")
+
+logger = logging.getLogger("agentkit.policy.stores")
 
 #: The version of the tables below; a database with a lower one is migrated in place, one
 #: with a higher one is refused.
@@ -198,6 +211,45 @@ _REPLACE_APPROVAL = (
 _APPROVALS = "SELECT record FROM agentkit_approvals ORDER BY seq"
 _APPROVALS_IN = "SELECT record FROM agentkit_approvals WHERE state = %s ORDER BY seq"
 
+# Operating the store (agentkit.policy.stores.operations).
+_ENTRY_COLUMNS = (
+    f"key, {_CLAIM_COLUMNS}, result, extract(epoch FROM updated_at)::float8"
+)
+_ADD_KEYS = (
+    f"INSERT INTO agentkit_keys (key, {_CLAIM_COLUMNS}, result, updated_at)"
+    " SELECT k, t, f, h, p, s, l, r, coalesce(to_timestamp(u), clock_timestamp())"
+    " FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::integer[], %s::bigint[],"
+    " %s::float8[], %s::text[], %s::float8[]) AS x(k, t, f, h, p, s, l, r, u)"
+    " ON CONFLICT (key) DO NOTHING"
+)
+_ADD_APPROVALS = (
+    "INSERT INTO agentkit_approvals (approval_id, state, record, updated_at)"
+    " SELECT i, s, r, coalesce(to_timestamp(u), clock_timestamp())"
+    " FROM unnest(%s::text[], %s::text[], %s::text[], %s::float8[]) WITH ORDINALITY"
+    " AS x(i, s, r, u, n) ORDER BY n"  # in order: seq keeps the creation order
+    " ON CONFLICT (approval_id) DO NOTHING"
+)
+# A purge window: where the next ``window`` rows end and whether any is expired (a read);
+# then, only if so, one DELETE bounded by the window, which locks only the rows it deletes.
+_KEY_WINDOW = (
+    "SELECT max(key), count(*) FILTER (WHERE result IS NOT NULL AND updated_at < to_timestamp(%s))"
+    " FROM (SELECT key, result, updated_at FROM agentkit_keys {lower} ORDER BY key LIMIT %s) AS w"
+)
+_PURGE_KEYS = (
+    "DELETE FROM agentkit_keys WHERE {lower} key <= %s AND result IS NOT NULL"
+    " AND updated_at < to_timestamp(%s)"
+)
+_HISTORY = "state IN ({})".format(", ".join(f"'{state}'" for state in HISTORY))
+_APPROVAL_WINDOW = (
+    f"SELECT max(approval_id), count(*) FILTER (WHERE {_HISTORY}"
+    " AND updated_at < to_timestamp(%s)) FROM (SELECT approval_id, state, updated_at"
+    " FROM agentkit_approvals {lower} ORDER BY approval_id LIMIT %s) AS w"
+)
+_PURGE_APPROVALS = (
+    f"DELETE FROM agentkit_approvals WHERE {{lower}} approval_id <= %s AND {_HISTORY}"
+    " AND updated_at < to_timestamp(%s)"
+)
+
 
 def _claim_row(claim: Claim) -> tuple[Any, ...]:
     return (claim.token, claim.fingerprint, claim.host, claim.pid, claim.start_time,
@@ -295,6 +347,73 @@ class PostgresTransaction:
         return [str(row[0]) for row in rows]
 
 
+# ---- outages: one line when the server stops answering, one when it answers again
+
+_POOL_PREFIX = "agentkit postgresql://"  # how this module's pools are named (see _new_pool)
+_outage_lock = threading.Lock()
+_outages: dict[str, float] = {}  # address -> time.monotonic() when the outage was noticed
+_last_failure: dict[str, str] = {}  # address -> why its last connection attempt failed
+# Connections this module closed itself (the server had left them) before handing them back.
+_retired: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+class _PoolNoise(logging.Filter):
+    """psycopg_pool logs a WARNING for every failed connection attempt of every pool (about
+    six per call while a server is down), and one for every closed connection handed back.
+    For this module's pools the reason of a failed attempt is kept, for the one line an
+    outage gets, and those records are dropped; other pools' records pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if record.levelno < logging.WARNING or not isinstance(args, tuple) or not args:
+            return True
+        name = args[0]
+        if not isinstance(name, str):
+            try:
+                return name not in _retired  # closed here on purpose: nothing to warn about
+            except TypeError:  # not hashable: not one of ours
+                return True
+        if not name.startswith(_POOL_PREFIX):
+            return True
+        if len(args) > 1 and isinstance(args[1], BaseException):
+            _last_failure[name.split(" ")[1]] = _first_line(args[1])
+        return False
+
+
+logging.getLogger("psycopg.pool").addFilter(_PoolNoise())
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def _why_unreachable(address: str) -> str:
+    return _last_failure.get(address) or "is the server up and reachable?"
+
+
+def _outage_begins(address: str, waited: float) -> None:
+    """Log the outage once, when the first call finds no connection."""
+    with _outage_lock:
+        if address in _outages:
+            return
+        _outages[address] = time.monotonic()
+    logger.warning(
+        "%s: unreachable, no connection within %g s (%s); calls answer busy and run nothing"
+        " until it answers again", address, waited, _why_unreachable(address),
+    )
+
+
+def _outage_ends(address: str) -> None:
+    """Log the end of the outage once, when a call gets a connection again."""
+    with _outage_lock:
+        began = _outages.pop(address, None)
+        _last_failure.pop(address, None)
+    if began is not None:
+        logger.warning("%s: reachable again, after %.1f s unreachable", address,
+                       time.monotonic() - began)
+
+
 def _address(dsn: str) -> str:
     """The DSN as logs may show it: never the password."""
     try:
@@ -323,7 +442,7 @@ def _session(*, durable: bool, busy_timeout: float) -> tuple[str, str, str]:
     return ("on" if durable else "off", f"{lock_ms}ms", f"{4 * lock_ms}ms")
 
 
-class PostgresIdempotencyStore(StoreBase):
+class PostgresIdempotencyStore(OperableStore):
     """Durable and shared by the workers of several hosts (docs/design.md#stores); the
     database's clock decides every lease.
 
@@ -331,8 +450,9 @@ class PostgresIdempotencyStore(StoreBase):
     password), and :attr:`address` is what logs and ``repr`` show. ``pool_size`` bounds the
     connections of each pool this store opens; ``connect_timeout_seconds`` bounds the wait
     for one, and ``busy_timeout_seconds`` the wait for a lock held by another session (then
-    the call is ``busy``, nothing ran). Nothing connects until the first call, so a runner
-    can be made while the server is still down. The steps have async twins (``aclaim``,
+    the call is ``busy``, nothing ran); ``retention_seconds`` (default 7 days, None: forever)
+    is how long :meth:`purge` keeps a completed key, by the database's clock. Nothing
+    connects until the first call, so a runner can be made while the server is still down. The steps have async twins (``aclaim``,
     ``acomplete``, …) on psycopg's async connection pool.
     """
 
@@ -346,8 +466,9 @@ class PostgresIdempotencyStore(StoreBase):
         pool_size: int = 4,
         connect_timeout_seconds: float = 5.0,
         busy_timeout_seconds: float = BUSY_TIMEOUT_SECONDS,
+        retention_seconds: float | None = DEFAULT_RETENTION_SECONDS,
     ) -> None:
-        super().__init__(claim_ttl_seconds)
+        super().__init__(claim_ttl_seconds, retention_seconds)
         try:
             import psycopg  # noqa: F401 - checked here for a clear message
             import psycopg_pool  # noqa: F401
@@ -454,11 +575,9 @@ class PostgresIdempotencyStore(StoreBase):
             try:
                 conn = pool.getconn()
             except psycopg_pool.PoolTimeout as exc:
-                raise StoreError(
-                    f"{self.address}: no connection within {self.connect_timeout_seconds:g} s"
-                    " (is the server up and reachable?)"
-                ) from exc
+                raise self._unreachable() from exc
             if _looks_dead(conn):
+                _retired.add(conn)
                 conn.close()
                 pool.putconn(conn)  # closed: the pool discards it and makes another
                 continue
@@ -473,12 +592,23 @@ class PostgresIdempotencyStore(StoreBase):
             break
         else:
             raise StoreError(f"{self.address}: every connection failed (server restarting?)")
+        if _outages:
+            _outage_ends(self.address)
         try:
             yield conn
         except psycopg.Error as exc:
+            if conn.broken:  # its call fails with the reason; the pool need not warn again
+                _retired.add(conn)
             raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
         finally:
             pool.putconn(conn)
+
+    def _unreachable(self) -> StoreError:
+        """No connection within the bound: the outage is logged once (the calls stay busy)."""
+        waited = self.connect_timeout_seconds
+        _outage_begins(self.address, waited)
+        return StoreError(f"{self.address}: no connection within {waited:g} s"
+                          f" ({_why_unreachable(self.address)})")
 
     def _ensure_schema(self, conn: psycopg.Connection[Any]) -> None:
         """Create the tables once, or migrate older ones, under an advisory lock; refuse a
@@ -637,17 +767,17 @@ class PostgresIdempotencyStore(StoreBase):
             try:
                 conn = await pool.getconn()
             except psycopg_pool.PoolTimeout as exc:
-                raise StoreError(
-                    f"{self.address}: no connection within {self.connect_timeout_seconds:g} s"
-                    " (is the server up and reachable?)"
-                ) from exc
+                raise self._unreachable() from exc
             if _looks_dead(conn):
+                _retired.add(conn)
                 await conn.close()
                 await pool.putconn(conn)
                 continue
             break
         else:
             raise StoreError(f"{self.address}: every connection failed (server restarting?)")
+        if _outages:
+            _outage_ends(self.address)
         try:
             if not self._schema_ready:
                 await pool.putconn(conn)
@@ -656,6 +786,8 @@ class PostgresIdempotencyStore(StoreBase):
                 conn = await pool.getconn()
             yield conn
         except psycopg.Error as exc:
+            if conn is not None and conn.broken:
+                _retired.add(conn)
             raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
         finally:
             if conn is not None:
@@ -801,6 +933,94 @@ class PostgresIdempotencyStore(StoreBase):
                 rows = await (await conn.execute(_APPROVALS_IN, (state,))).fetchall()
         return [loads(str(row[0])) for row in rows]
 
+    # ---- operating the store (agentkit.policy.stores.operations)
+
+    def store_now(self) -> float:
+        """The database's clock."""
+        with self._connection(durable=False) as conn:
+            row = conn.execute(f"SELECT {_NOW}").fetchone()
+        assert row is not None
+        return float(row[0])
+
+    def key_page(self, after: str | None = None, limit: int = 1000) -> list[KeyEntry]:
+        lower, args = ("WHERE key > %s", (after,)) if after is not None else ("", ())
+        with self._connection(durable=False) as conn:
+            rows = conn.execute(
+                f"SELECT {_ENTRY_COLUMNS} FROM agentkit_keys {lower} ORDER BY key LIMIT %s",
+                (*args, limit),
+            ).fetchall()
+        return [_key_entry(row) for row in rows]
+
+    def key_entry(self, key: str) -> KeyEntry | None:
+        with self._connection(durable=False) as conn:
+            row = conn.execute(
+                f"SELECT {_ENTRY_COLUMNS} FROM agentkit_keys WHERE key = %s", (key,)
+            ).fetchone()
+        return None if row is None else _key_entry(row)
+
+    def approval_page(self, state: str | None = None) -> list[ApprovalEntry]:
+        where, args = ("WHERE state = %s", (state,)) if state is not None else ("", ())
+        with self._connection(durable=False) as conn:
+            rows = conn.execute(
+                "SELECT approval_id, state, record, extract(epoch FROM updated_at)::float8"
+                f" FROM agentkit_approvals {where} ORDER BY seq", args,
+            ).fetchall()
+        return [ApprovalEntry(*row) for row in rows]
+
+    def add_keys(self, entries: list[KeyEntry]) -> int:
+        """One statement (arrays of the columns), committed with the WAL flush: a copied
+        claim may be an irreversible write's."""
+        columns: list[list[Any]] = [[] for _ in range(9)]
+        for entry in entries:
+            for column, value in zip(columns, _key_row(entry), strict=True):
+                column.append(value)
+        with self._connection() as conn:
+            return conn.execute(_ADD_KEYS, columns).rowcount
+
+    def add_approvals(self, entries: list[ApprovalEntry]) -> int:
+        columns = [[e.approval_id for e in entries], [e.state for e in entries],
+                   [e.record for e in entries], [e.updated_at for e in entries]]
+        with self._connection() as conn:
+            return conn.execute(_ADD_APPROVALS, columns).rowcount
+
+    def purge_before(self, before: float) -> tuple[int, int]:
+        """Window by window of the primary key: a read, then (only if the window holds
+        something to delete) one DELETE bounded by the window, which locks only the rows it
+        deletes; no other key waits for it. The purge rests as long as each step took, so it
+        takes at most half of the server's time from the workers."""
+        return purge_in_windows(
+            before,
+            keys=lambda after, cut, n: self._purge_window(_KEY_WINDOW, _PURGE_KEYS, "key", after, cut, n),
+            approvals=lambda after, cut, n: self._purge_window(
+                _APPROVAL_WINDOW, _PURGE_APPROVALS, "approval_id", after, cut, n),
+            pending=self.approval_page(PENDING),
+            delete_pending=self._delete_pending,
+            pause=0.0,
+        )
+
+    def _purge_window(
+        self, window_sql: str, delete_sql: str, column: str, after: str | None, before: float,
+        window: int,
+    ) -> tuple[str | None, int]:
+        lower, args = (f"WHERE {column} > %s", (after,)) if after is not None else ("", ())
+        with self._connection(durable=False) as conn:
+            row = conn.execute(window_sql.format(lower=lower), (before, *args, window)).fetchone()
+            assert row is not None
+            end, expired = row
+            if end is None or not expired:
+                return end, 0
+            bound = f"{column} > %s AND" if after is not None else ""
+            cur = conn.execute(delete_sql.format(lower=bound), (*args, end, before))
+        return end, cur.rowcount
+
+    def _delete_pending(self, approval_id: str, record: str) -> bool:
+        with self._connection(durable=False) as conn:
+            cur = conn.execute(
+                "DELETE FROM agentkit_approvals WHERE approval_id = %s AND state = %s"
+                " AND record = %s", (approval_id, PENDING, record),
+            )
+        return cur.rowcount == 1
+
     # ----
 
     def owner_gone(self, claim: Claim) -> bool:
@@ -835,6 +1055,23 @@ class PostgresIdempotencyStore(StoreBase):
     def __repr__(self) -> str:
         ttl = self.claim_ttl_seconds
         return f"PostgresIdempotencyStore({self.address!r}, claim_ttl_seconds={ttl:g})"
+
+
+def _key_entry(row: tuple[Any, ...]) -> KeyEntry:
+    """A ``_ENTRY_COLUMNS`` row as a :class:`KeyEntry`."""
+    key, token, fingerprint, host, pid, start_time, lease_until, result, updated_at = row
+    claim = None if result is not None else Claim(
+        token, fingerprint, host, pid, start_time, lease_until)
+    return KeyEntry(key, fingerprint, result, claim, updated_at)
+
+
+def _key_row(entry: KeyEntry) -> tuple[Any, ...]:
+    """A :class:`KeyEntry` as the columns of ``_ADD_KEYS`` (a completed key has no claim)."""
+    claim = None if entry.result is not None else entry.claim
+    if entry.result is None and claim is None:
+        raise ValueError(f"key {entry.key!r}: an entry holds a result or a claim")
+    fields = _claim_row(claim) if claim is not None else (None, entry.fingerprint, None, None, None, None)
+    return (entry.key, *fields, entry.result, entry.updated_at)
 
 
 def _with_lease(claim: Claim, lease_until: float) -> Claim:

@@ -60,18 +60,35 @@ from agentkit.policy.stores.algorithm import (
     CLAIMED,
     Claim,
     Result,
-    StoreBase,
     StoreError,
     let_go,
 )
+from agentkit.policy.stores.operations import (
+    DEFAULT_RETENTION_SECONDS,
+    HISTORY,
+    PENDING,
+    ApprovalEntry,
+    KeyEntry,
+    OperableStore,
+    purge_in_windows,
+)
 from agentkit.policy.stores.owner import owner_gone, this_process
 
-__all__ = ["BUSY_TIMEOUT_SECONDS", "SCHEMA_VERSION", "SQLiteIdempotencyStore", "SQLiteTransaction"]
+__all__ = [
+    "BUSY_TIMEOUT_SECONDS", "PURGE_PAUSE_SECONDS", "SCHEMA_VERSION", "SQLiteIdempotencyStore",
+    "SQLiteTransaction",
+]
 
 logger = logging.getLogger("agentkit.policy.stores")
 
 #: How long a connection waits for another writer before giving up (SQLite ``busy_timeout``).
 BUSY_TIMEOUT_SECONDS = 10.0
+
+#: The pause between two purge steps. A writer that finds the write lock taken sleeps and
+#: retries (SQLite's busy handler: after 1, 2, 5, 10, 15, 20, 25, 25 … ms), so a pause at
+#: least as long as its longest sleep in the first 50 ms lets every waiting claim in before
+#: the purge takes the lock again (docs/design.md#operating-the-stores).
+PURGE_PAUSE_SECONDS = 0.025
 
 #: The layout of the tables below (``PRAGMA user_version``). Version 1 (``user_version`` 0,
 #: a ``results`` and a ``claims`` table) is migrated in place when a store opens the file;
@@ -124,6 +141,26 @@ _COMPLETE_LOST = (
     " WHERE keys.result IS NULL"
 )
 _DROP = "DELETE FROM keys WHERE key = ? AND token = ?"
+_ENTRY_COLUMNS = f"key, {_CLAIM_COLUMNS}, result, updated_at"
+_ADD_KEY = f"INSERT OR IGNORE INTO keys ({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_ADD_APPROVAL = (
+    "INSERT OR IGNORE INTO approvals (approval_id, state, record, updated_at) VALUES (?, ?, ?, ?)"
+)
+# A purge window: where the next ``window`` keys end, and whether any of them is expired (a
+# read: no lock); then, only if so, one DELETE bounded by the window.
+_KEY_WINDOW = (
+    "SELECT max(key), total(result IS NOT NULL AND updated_at < ?) FROM"
+    " (SELECT key, result, updated_at FROM keys {lower} ORDER BY key LIMIT ?)"
+)
+_PURGE_KEYS = "DELETE FROM keys WHERE {lower} key <= ? AND result IS NOT NULL AND updated_at < ?"
+_HISTORY = "state IN ({})".format(", ".join(f"'{state}'" for state in HISTORY))
+_APPROVAL_WINDOW = (
+    f"SELECT max(approval_id), total({_HISTORY} AND updated_at < ?) FROM"
+    " (SELECT approval_id, state, updated_at FROM approvals {lower} ORDER BY approval_id LIMIT ?)"
+)
+_PURGE_APPROVALS = (
+    f"DELETE FROM approvals WHERE {{lower}} approval_id <= ? AND {_HISTORY} AND updated_at < ?"
+)
 _ABANDON = "UPDATE keys SET lease_until = 0.0, updated_at = ? WHERE key = ? AND token = ?"
 
 
@@ -152,14 +189,14 @@ class SQLiteTransaction:
         return None if row is None else Claim(*row)
 
     def insert_claim(self, key: str, claim: Claim) -> bool:
-        cur = self._c.execute(_INSERT_CLAIM, (key, *_claim_row(claim), time.time()))
+        cur = self._c.execute(_INSERT_CLAIM, (key, *_claim_row(claim), self._clock()))
         return cur.rowcount == 1
 
     def replace_claim(self, key: str, token: str, claim: Claim) -> bool:
         cur = self._c.execute(
             "UPDATE keys SET token = ?, fingerprint = ?, host = ?, pid = ?, start_time = ?,"
             " lease_until = ?, updated_at = ? WHERE key = ? AND token = ?",
-            (*_claim_row(claim), time.time(), key, token),
+            (*_claim_row(claim), self._clock(), key, token),
         )
         return cur.rowcount == 1
 
@@ -171,7 +208,7 @@ class SQLiteTransaction:
         return cur.rowcount == 1
 
     def complete(self, key: str, token: str, fingerprint: str | None, text: str) -> bool:
-        return _complete(self._c, key, token, fingerprint, text)
+        return _complete(self._c, key, token, fingerprint, text, self._clock())
 
     def approval(self, approval_id: str) -> str | None:
         row = self._c.execute(
@@ -182,14 +219,14 @@ class SQLiteTransaction:
     def insert_approval(self, approval_id: str, state: str, text: str) -> None:
         self._c.execute(
             "INSERT INTO approvals (approval_id, state, record, updated_at) VALUES (?, ?, ?, ?)",
-            (approval_id, state, text, time.time()),
+            (approval_id, state, text, self._clock()),
         )
 
     def replace_approval(self, approval_id: str, state: str, text: str) -> None:
         # An UPDATE keeps the row's rowid, which is the creation order list_approvals uses.
         self._c.execute(
             "UPDATE approvals SET state = ?, record = ?, updated_at = ? WHERE approval_id = ?",
-            (state, text, time.time(), approval_id),
+            (state, text, self._clock(), approval_id),
         )
 
     def approvals(self, state: str | None) -> list[str]:
@@ -203,11 +240,11 @@ class SQLiteTransaction:
 
 
 def _complete(
-    conn: sqlite3.Connection, key: str, token: str, fingerprint: str | None, text: str
+    conn: sqlite3.Connection, key: str, token: str, fingerprint: str | None, text: str,
+    now: float,
 ) -> bool:
     """Store the result on our claim's row (one UPDATE; each statement is atomic on its
-    own); True when the claim was still ours."""
-    now = time.time()
+    own), completed at ``now`` (the store's clock); True when the claim was still ours."""
     if conn.execute(_COMPLETE, (text, now, key, token)).rowcount == 1:
         return True
     conn.execute(_COMPLETE_LOST, (key, fingerprint, text, now))
@@ -219,6 +256,23 @@ def _claim_row(claim: Claim) -> tuple[Any, ...]:
     every field: a sixth of the whole time of a new-key ``run_once``.)"""
     return (claim.token, claim.fingerprint, claim.host, claim.pid, claim.start_time,
             claim.lease_until)
+
+
+def _key_entry(row: tuple[Any, ...]) -> KeyEntry:
+    """A ``_ENTRY_COLUMNS`` row as a :class:`KeyEntry`."""
+    key, token, fingerprint, host, pid, start_time, lease_until, result, updated_at = row
+    claim = None if result is not None else Claim(
+        token, fingerprint, host, pid, start_time, lease_until)
+    return KeyEntry(key, fingerprint, result, claim, updated_at)
+
+
+def _key_row(entry: KeyEntry, now: float) -> tuple[Any, ...]:
+    """A :class:`KeyEntry` as a ``_ENTRY_COLUMNS`` row (a completed key has no claim fields)."""
+    claim = None if entry.result is not None else entry.claim
+    if entry.result is None and claim is None:
+        raise ValueError(f"key {entry.key!r}: an entry holds a result or a claim")
+    fields = _claim_row(claim) if claim is not None else (None, entry.fingerprint, None, None, None, None)
+    return (entry.key, *fields, entry.result, now if entry.updated_at is None else entry.updated_at)
 
 
 def _is_locked(exc: sqlite3.Error) -> bool:
@@ -247,12 +301,14 @@ def _check_path(path: str) -> None:
         raise StoreError(f"{path}: the file is read-only (the store writes every claim)")
 
 
-class SQLiteIdempotencyStore(StoreBase):
+class SQLiteIdempotencyStore(OperableStore):
     """Durable across restarts, safe between threads and between processes on one machine.
 
     ``busy_timeout_seconds`` bounds the wait for another writer (then the call is ``busy``);
-    ``clock`` (default ``time.time``) times the leases. Not for a network file system: SQLite's locks (and WAL's shared memory) need one
-    machine's kernel, and the owner checks need to see the owner's processes.
+    ``clock`` (default ``time.time``) times the leases and dates the rows;
+    ``retention_seconds`` (default 7 days, None: forever) is how long :meth:`purge` keeps a
+    completed key. Not for a network file system: SQLite's locks (and WAL's shared memory)
+    need one machine's kernel, and the owner checks need to see the owner's processes.
     """
 
     def __init__(
@@ -262,8 +318,9 @@ class SQLiteIdempotencyStore(StoreBase):
         *,
         busy_timeout_seconds: float = BUSY_TIMEOUT_SECONDS,
         clock: Callable[[], float] = time.time,
+        retention_seconds: float | None = DEFAULT_RETENTION_SECONDS,
     ) -> None:
-        super().__init__(claim_ttl_seconds)
+        super().__init__(claim_ttl_seconds, retention_seconds)
         self.path = os.fspath(path)
         self.clock = clock
         self.busy_timeout_seconds = float(busy_timeout_seconds)
@@ -326,6 +383,14 @@ class SQLiteIdempotencyStore(StoreBase):
         deadline = time.monotonic() + self.busy_timeout_seconds
         while True:
             try:
+                # Before WAL: someone else's file is left as it was. One read transaction, so
+                # that a store another process is creating is seen whole or not at all.
+                conn.execute("BEGIN")
+                try:
+                    self._refuse_foreign(conn)
+                finally:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -344,28 +409,38 @@ class SQLiteIdempotencyStore(StoreBase):
                 "%s: WAL unavailable (journal_mode=%s); readers will wait", self.path, mode
             )
 
-    def _create_or_migrate(self, conn: sqlite3.Connection) -> None:
-        """Inside the setup's write transaction: refuse a newer layout, migrate an older."""
+    def _refuse_foreign(self, conn: sqlite3.Connection) -> set[str]:
+        """Read only: refuse a newer layout, or a database that is not an agentkit store;
+        returns the tables of a file still to be created or migrated (version 0)."""
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        if version == SCHEMA_VERSION:
-            return
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path}: the file holds agentkit store schema version {version}, newer"
                 f" than this agentkit understands ({SCHEMA_VERSION}); upgrade agentkit, or use"
                 " another file"
             )
-        old = {row[0] for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('results', 'claims')"
+        if version == SCHEMA_VERSION:
+            return set()
+        tables = {row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
         )}
+        old = tables & {"results", "claims"}
+        if tables and old != {"results", "claims"} or tables - {"results", "claims", "approvals"}:
+            raise StoreError(f"{self.path}: not an agentkit store (tables {sorted(tables)})")
+        return tables
+
+    def _create_or_migrate(self, conn: sqlite3.Connection) -> None:
+        """Inside the setup's write transaction: refuse a newer layout or someone else's
+        database, create the tables of a new file, migrate an older layout."""
+        if int(conn.execute("PRAGMA user_version").fetchone()[0]) == SCHEMA_VERSION:
+            return
+        old = self._refuse_foreign(conn) & {"results", "claims"}
         conn.execute(_KEYS)
         conn.execute(_APPROVALS)
-        if old == {"results", "claims"}:
+        if old:
             for statement in _MIGRATE_FROM_1:
                 conn.execute(statement)
             logger.info("%s: migrated the store to schema version %d", self.path, SCHEMA_VERSION)
-        elif old:
-            raise StoreError(f"{self.path}: not an agentkit store (tables {sorted(old)} only)")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     # ---- connection pool
@@ -445,8 +520,9 @@ class SQLiteIdempotencyStore(StoreBase):
         try:
             row = conn.execute(_ENTRY, (key,)).fetchone()
             if row is None:
-                mine = self.new_claim(fingerprint, self.clock(), ttl)
-                inserted = conn.execute(_INSERT_CLAIM, (key, *_claim_row(mine), time.time()))
+                now = self.clock()
+                mine = self.new_claim(fingerprint, now, ttl)
+                inserted = conn.execute(_INSERT_CLAIM, (key, *_claim_row(mine), now))
                 if inserted.rowcount == 1:
                     self._checkin(conn, healthy=True, full_sync=full_sync)
                     return (CLAIMED, mine)
@@ -463,7 +539,7 @@ class SQLiteIdempotencyStore(StoreBase):
         text = self.result_text(key, mine, result)
         conn = self._checkout(False)
         try:
-            still_mine = _complete(conn, key, mine.token, mine.fingerprint, text)
+            still_mine = _complete(conn, key, mine.token, mine.fingerprint, text, self.clock())
         except sqlite3.Error as exc:
             self._failed(conn, exc, False)
         self._checkin(conn, healthy=True)
@@ -477,7 +553,105 @@ class SQLiteIdempotencyStore(StoreBase):
     def abandon_claim(self, key: str, mine: Claim) -> None:
         let_go(mine.token)
         with self._connection(False) as conn:
-            conn.execute(_ABANDON, (time.time(), key, mine.token))
+            conn.execute(_ABANDON, (self.clock(), key, mine.token))
+
+    # ---- operating the store (agentkit.policy.stores.operations)
+
+    def store_now(self) -> float:
+        return self.clock()
+
+    def key_page(self, after: str | None = None, limit: int = 1000) -> list[KeyEntry]:
+        lower, args = ("WHERE key > ?", (after,)) if after is not None else ("", ())
+        with self._connection(False) as conn:
+            rows = conn.execute(
+                f"SELECT {_ENTRY_COLUMNS} FROM keys {lower} ORDER BY key LIMIT ?", (*args, limit)
+            ).fetchall()
+        return [_key_entry(row) for row in rows]
+
+    def key_entry(self, key: str) -> KeyEntry | None:
+        with self._connection(False) as conn:
+            row = conn.execute(f"SELECT {_ENTRY_COLUMNS} FROM keys WHERE key = ?", (key,)).fetchone()
+        return None if row is None else _key_entry(row)
+
+    def approval_page(self, state: str | None = None) -> list[ApprovalEntry]:
+        where, args = ("WHERE state = ?", (state,)) if state is not None else ("", ())
+        with self._connection(False) as conn:
+            rows = conn.execute(
+                f"SELECT approval_id, state, record, updated_at FROM approvals {where}"
+                " ORDER BY rowid", args,
+            ).fetchall()
+        return [ApprovalEntry(*row) for row in rows]
+
+    def add_keys(self, entries: list[KeyEntry]) -> int:
+        """One ``BEGIN IMMEDIATE`` transaction, committed at ``synchronous=FULL``: a copied
+        claim may be an irreversible write's."""
+        now = self.clock()
+        rows = [_key_row(entry, now) for entry in entries]
+        with self._connection(True) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            changes = conn.total_changes
+            conn.executemany(_ADD_KEY, rows)
+            added = conn.total_changes - changes
+            conn.execute("COMMIT")
+        return added
+
+    def add_approvals(self, entries: list[ApprovalEntry]) -> int:
+        now = self.clock()
+        rows = [(e.approval_id, e.state, e.record, now if e.updated_at is None else e.updated_at)
+                for e in entries]
+        with self._connection(True) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            changes = conn.total_changes
+            conn.executemany(_ADD_APPROVAL, rows)  # in order: rowids keep the creation order
+            added = conn.total_changes - changes
+            conn.execute("COMMIT")
+        return added
+
+    def purge_before(self, before: float) -> tuple[int, int]:
+        """Window by window of the primary key; a window with nothing to delete takes no
+        lock, one with something takes the write lock for one bounded DELETE, and the purge
+        then pauses :data:`PURGE_PAUSE_SECONDS` for the writers that waited."""
+        return purge_in_windows(
+            before,
+            keys=lambda after, cut, n: self._purge_window(_KEY_WINDOW, _PURGE_KEYS, "key", after, cut, n),
+            approvals=lambda after, cut, n: self._purge_window(
+                _APPROVAL_WINDOW, _PURGE_APPROVALS, "approval_id", after, cut, n),
+            pending=self.approval_page(PENDING),
+            delete_pending=self._delete_pending,
+            pause=PURGE_PAUSE_SECONDS,
+            tidy=self._checkpoint,
+        )
+
+    def _checkpoint(self) -> None:
+        """Copy the log into the database (a passive checkpoint: it waits for nobody, and no
+        writer waits for it), so that while a purge runs, the log (its own and the claims')
+        is checkpointed by the purge, never by the commit of a claim that happens to cross
+        SQLite's 1,000-page threshold (a checkpoint ends in an fsync)."""
+        with self._connection(False) as conn:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    def _purge_window(
+        self, window_sql: str, delete_sql: str, column: str, after: str | None, before: float,
+        window: int,
+    ) -> tuple[str | None, int]:
+        lower, args = (f"WHERE {column} > ?", (after,)) if after is not None else ("", ())
+        with self._connection(False) as conn:
+            end, expired = conn.execute(
+                window_sql.format(lower=lower), (before, *args, window)
+            ).fetchone()
+            if end is None or not expired:
+                return end, 0
+            bound = f"{column} > ? AND" if after is not None else ""
+            cur = conn.execute(delete_sql.format(lower=bound), (*args, end, before))
+        return end, cur.rowcount
+
+    def _delete_pending(self, approval_id: str, record: str) -> bool:
+        with self._connection(False) as conn:
+            cur = conn.execute(
+                "DELETE FROM approvals WHERE approval_id = ? AND state = ? AND record = ?",
+                (approval_id, PENDING, record),
+            )
+        return cur.rowcount == 1
 
     # ---- staleness
 

@@ -1,0 +1,428 @@
+"""Operating the stores (docs/design.md#operating-the-stores): retention and purge, listing,
+copying a store into another, and why a claim stays O(log n) while a purge runs.
+
+Every test runs on the three backends and counts the operation's real runs: a purged key
+runs again (that is what purging means), a kept one replays, a claim is never touched.
+Time passes by the store's clock (the memory and SQLite stores take an injected clock; the
+PostgreSQL rows are aged in place, since the database's clock cannot be moved).
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_store_migration import release  # tests/ is on sys.path
+from test_stores import OK, TINY_TTL, UNKNOWN, WAIT, Backend, Hung, Op
+
+from agentkit.policy.stores import (
+    DEFAULT_RETENTION_SECONDS,
+    ApprovalEntry,
+    IdempotencyStore,
+    KeyEntry,
+    SQLiteIdempotencyStore,
+    copy_store,
+    operations,
+)
+
+DAY = 86_400.0
+RETENTION = 100.0
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path):
+    made = Backend(request.param, tmp_path)
+    yield made
+    made.close()
+
+
+def let_pass(backend: Backend, seconds: float) -> None:
+    """``seconds`` pass for every row the store holds now: leases, completions, approvals."""
+    backend.advance(seconds)
+    if backend.pg is not None:
+        for table in ("agentkit_keys", "agentkit_approvals"):
+            if backend.pg.execute("SELECT to_regclass(%s) IS NOT NULL", (table,))[0][0]:
+                backend.pg.execute(
+                    f"UPDATE {table} SET updated_at = updated_at - make_interval(secs => %s)",
+                    (seconds,),
+                )
+
+
+def keys_of(store: Any) -> dict[str, str]:
+    return {entry.key: entry.state for entry in store.entries()}
+
+
+def approval(store: Any, approval_id: str, state: str, **fields: Any) -> None:
+    store.create_approval(approval_id, {"approval_id": approval_id, "state": "pending", **fields})
+    if state != "pending":
+        assert store.update_approval(approval_id, "pending",
+                                     {"approval_id": approval_id, "state": state, **fields})
+
+
+# --------------------------------------------------------------------------- retention
+
+
+def test_purge_deletes_only_completed_keys_past_retention(backend: Backend) -> None:
+    store = backend(retention_seconds=RETENTION)
+    old, young = Op(OK), Op(OK)
+    assert store.run_once("old", old, "fp") == OK
+    let_pass(backend, 60)
+    assert store.run_once("young", young, "fp") == OK
+    let_pass(backend, 60)  # old completed 120 s ago, young 60 s ago
+    assert store.purge() == 1
+    assert keys_of(store) == {"young": "completed"}
+    assert store.run_once("young", young, "fp")["replayed"] is True
+    assert store.run_once("old", old, "fp") == OK  # a purged key may run again
+    assert (old.calls, young.calls) == (2, 1)
+    assert store.purge() == 0
+
+
+def test_purge_never_touches_a_claim_live_or_stale(backend: Backend) -> None:
+    store = backend(0.1, retention_seconds=RETENTION)
+    hung, unknown = Hung(), Op(UNKNOWN)
+    assert store.run_once("unknown", unknown, "fp") == UNKNOWN  # stale once its lease passes
+    answers: list[dict[str, Any]] = []
+    running = threading.Thread(target=lambda: answers.append(store.run_once("running", hung, "fp")))
+    running.start()
+    try:
+        assert hung.entered.wait(WAIT)
+        let_pass(backend, 10 * DAY)
+        assert store.purge() == 0
+        assert keys_of(store) == {"running": "claimed", "unknown": "claimed"}
+        again = Op(OK)
+        assert store.run_once("running", again, "fp")["error"] == "in_progress"
+        assert store.run_once("unknown", again, "fp")["error"] == "outcome_unknown"
+        assert again.calls == 0
+    finally:
+        hung.go.set()
+        running.join(WAIT)
+    assert answers == [OK] and hung.calls == 1
+    assert store.run_once("running", Op(OK), "fp")["replayed"] is True
+
+
+def test_purge_deletes_settled_and_expired_approvals_never_a_pending_one(backend: Backend) -> None:
+    store = backend(retention_seconds=RETENTION)
+    now = store.store_now()
+    far = now + 30 * DAY  # a time to live longer than retention: still pending, still decidable
+    approval(store, "settled-old", "settled", result={"ok": True})
+    approval(store, "expired-old", "expired", expires_at=now)
+    approval(store, "running-old", "running", running_until=now + 1)
+    approval(store, "pending-long", "pending", expires_at=far)
+    # It ran out 190 s ago, longer than retention: nobody can approve it any more.
+    approval(store, "pending-ran-out", "pending", expires_at=now - 2 * RETENTION + 10)
+    let_pass(backend, 2 * RETENTION)
+    approval(store, "settled-young", "settled", result={"ok": True})
+    approval(store, "pending-young", "pending", expires_at=store.store_now() + 10)
+    purged = store.purge_counts()
+    assert (purged.keys, purged.approvals) == (0, 3)
+    assert [(a.approval_id, a.state) for a in store.approval_page()] == [
+        ("running-old", "running"), ("pending-long", "pending"),
+        ("settled-young", "settled"), ("pending-young", "pending")]
+    assert [r["approval_id"] for r in store.list_approvals("pending")] == [
+        "pending-long", "pending-young"]
+
+
+def test_retention_none_keeps_everything(backend: Backend) -> None:
+    store, op = backend(retention_seconds=None), Op(OK)
+    store.run_once("k", op, "fp")
+    approval(store, "a", "settled")
+    let_pass(backend, 10 * 365 * DAY)
+    assert store.purge() == 0
+    assert store.purge_counts().before is None
+    assert store.run_once("k", op, "fp")["replayed"] is True and op.calls == 1
+
+
+def test_retention_defaults_to_seven_days(backend: Backend) -> None:
+    store, op = backend(), Op(OK)
+    assert store.retention_seconds == DEFAULT_RETENTION_SECONDS == 7 * DAY
+    store.run_once("k", op, "fp")
+    let_pass(backend, 7 * DAY - 60)
+    assert store.purge() == 0
+    let_pass(backend, 120)
+    assert store.purge() == 1
+
+
+def test_purge_takes_now_by_the_store_clock(backend: Backend) -> None:
+    store, op = backend(retention_seconds=RETENTION), Op(OK)
+    store.run_once("k", op, "fp")
+    now = store.store_now()
+    assert store.purge(now=now + RETENTION / 2) == 0
+    assert store.purge(now=now + 2 * RETENTION) == 1
+    with pytest.raises(ValueError, match="finite number"):
+        store.purge(now=math.nan)
+
+
+@pytest.mark.parametrize(("value", "error"), [
+    (0, ValueError), (-1, ValueError), (math.nan, ValueError), (math.inf, ValueError),
+    ("7", TypeError), (True, TypeError),
+])
+def test_retention_must_be_positive_seconds_or_none(value: Any, error: type, tmp_path: Path) -> None:
+    with pytest.raises(error, match="retention_seconds"):
+        IdempotencyStore(retention_seconds=value)
+    with pytest.raises(error, match="retention_seconds"):
+        SQLiteIdempotencyStore(tmp_path / "s.sqlite", retention_seconds=value)
+
+
+def test_purge_in_many_windows_deletes_exactly_the_expired(backend: Backend) -> None:
+    """Thousands of keys, old and young and claimed, interleaved across many windows."""
+    store = backend(retention_seconds=RETENTION)
+    now = store.store_now()
+    old = [KeyEntry(f"k{i:05d}", "fp", '{"ok":true}', None, now - 2 * RETENTION)
+           for i in range(0, 6000, 2)]
+    young = [KeyEntry(f"k{i:05d}", "fp", '{"ok":true}', None, now) for i in range(1, 6000, 4)]
+    claims = [KeyEntry(e.key, "fp", None, store.new_claim("fp", now - 3 * RETENTION, 1.0),
+                       now - 3 * RETENTION) for e in (
+        KeyEntry(f"k{i:05d}", None, None, None, None) for i in range(3, 6000, 4))]
+    assert store.add_keys(old + young + claims) == 6000
+    assert store.purge() == len(old) == 3000
+    assert keys_of(store) == {**{e.key: "completed" for e in young},
+                              **{e.key: "claimed" for e in claims}}
+
+
+def test_a_purge_holds_no_claim_up_between_its_steps(backend: Backend, monkeypatch) -> None:
+    """The purge is stopped in its pause after its first step: a new key's claim, a replay
+    and a completion all go through at once, and the purge then finishes."""
+    store = backend(retention_seconds=RETENTION)
+    now = store.store_now()
+    store.add_keys([KeyEntry(f"k{i:05d}", "fp", '{"ok":true}', None, now - 2 * RETENTION)
+                    for i in range(2000)])
+    paused, go = threading.Event(), threading.Event()
+
+    def sleep(seconds: float) -> None:
+        paused.set()
+        assert go.wait(WAIT)
+
+    monkeypatch.setattr(operations, "time", types.SimpleNamespace(monotonic=time.monotonic,
+                                                                   sleep=sleep))
+    purged: list[int] = []
+    purge = threading.Thread(target=lambda: purged.append(store.purge()))
+    if backend.kind == "memory":  # the memory store needs no pauses: its steps are microseconds
+        purge.start()
+        purge.join(WAIT)
+        assert purged == [2000]
+        return
+    purge.start()
+    try:
+        assert paused.wait(WAIT)
+        op = Op(OK)
+        assert store.run_once("fresh", op, "fp") == OK
+        assert store.run_once("fresh", op, "fp")["replayed"] is True
+        assert store.run_once("k01999", op, "fp")["replayed"] is True  # not purged yet
+        assert op.calls == 1
+    finally:
+        go.set()
+        purge.join(WAIT)
+    assert purged == [2000]
+    assert keys_of(store) == {"fresh": "completed"}
+
+
+# --------------------------------------------------------------------------- listing and copying
+
+
+def test_entries_list_every_key_in_key_order(backend: Backend) -> None:
+    store = backend()
+    store.run_once("b", Op(OK), "fp-b")
+    store.run_once("a", Op(UNKNOWN), "fp-a")
+    entries = list(store.entries(page=1))
+    assert [(e.key, e.state, e.fingerprint) for e in entries] == [
+        ("a", "claimed", "fp-a"), ("b", "completed", "fp-b")]
+    assert entries[0].claim is not None and entries[0].claim.fingerprint == "fp-a"
+    assert entries[1].result == '{"data":"written","ok":true}' and entries[1].claim is None
+    assert store.key_entry("b") == entries[1] and store.key_entry("nope") is None
+
+
+@pytest.mark.parametrize("target_kind", ["memory", "sqlite", "postgres"])
+def test_copy_moves_keys_and_approvals_so_nothing_runs_again(
+    backend: Backend, target_kind: str, tmp_path: Path
+) -> None:
+    source = backend(TINY_TTL)
+    done, unknown = Op(OK), Op(UNKNOWN)
+    assert source.run_once("done", done, "fp") == OK
+    assert source.run_once("hung", unknown, "fp") == UNKNOWN
+    approval(source, "a1", "settled", n=1)
+    approval(source, "a2", "pending", n=2, expires_at=source.store_now() + 3600)
+    other = Backend(target_kind, tmp_path / "target")
+    try:
+        target = other(TINY_TTL)
+        target.run_once("theirs", Op(OK), "fp")
+        copied = copy_store(source, target)
+        assert (copied.keys, copied.keys_present, copied.approvals, copied.approvals_present) == (
+            2, 0, 2, 0)
+        again = copy_store(source, target)  # a second copy changes nothing
+        assert (again.keys, again.keys_present, again.approvals, again.approvals_present) == (
+            0, 2, 0, 2)
+        op = Op(OK)
+        assert target.run_once("done", op, "fp") == {**OK, "replayed": True}
+        assert target.run_once("done", op, "other")["error"] == "idempotency_conflict"
+        assert target.run_once("hung", op, "fp")["error"] in ("in_progress", "outcome_unknown")
+        assert op.calls == 0
+        assert [r["approval_id"] for r in target.list_approvals()] == ["a1", "a2"]
+        assert [r["approval_id"] for r in target.list_approvals("pending")] == ["a2"]
+        assert keys_of(target) == {"done": "completed", "hung": "claimed", "theirs": "completed"}
+        assert target.key_entry("done").updated_at == pytest.approx(
+            source.key_entry("done").updated_at, abs=1e-3)
+    finally:
+        other.close()
+
+
+def test_an_entry_is_a_result_or_a_claim(backend: Backend) -> None:
+    with pytest.raises(ValueError, match="a result or a claim"):
+        backend().add_keys([KeyEntry("k", None, None, None, None)])
+
+
+def test_approval_entries_keep_creation_order_when_copied(backend: Backend) -> None:
+    store = backend()
+    entries = [ApprovalEntry(f"z{i}", "settled", f'{{"n":{i},"state":"settled"}}', 1.0 + i)
+               for i in range(5)][::-1]
+    assert store.add_approvals(entries) == 5
+    assert [a.approval_id for a in store.approval_page()] == ["z4", "z3", "z2", "z1", "z0"]
+
+
+# --------------------------------------------------------------------------- O(log n) claims
+
+
+CLAIM_PATH = [  # what a claim costs, whatever the purge does around it
+    ("new key", lambda store, op: store.run_once("new", op, "fp")),
+    ("replay", lambda store, op: store.run_once("new", op, "fp")),
+    ("conflict", lambda store, op: store.run_once("new", op, "other")),
+    ("claimed key", lambda store, op: store.run_once("hung", op, "fp")),
+]
+
+
+def test_sqlite_every_claim_statement_finds_its_row_by_the_primary_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The query plan of every statement a claim sends, on 20,000 keys: a b-tree search of
+    the primary key (O(log n)), never a scan; the purge's steps are bounded ranges of it."""
+    sent: list[str] = []
+    connect = sqlite3.connect
+
+    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)
+        conn.set_trace_callback(sent.append)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    store = SQLiteIdempotencyStore(tmp_path / "s.sqlite3", retention_seconds=RETENTION)
+    try:
+        now = store.store_now()
+        store.add_keys([KeyEntry(f"k{i:06d}", "fp", '{"ok":true}', None, now - 2 * RETENTION)
+                        for i in range(20_000)])
+        store.run_once("hung", lambda: dict(UNKNOWN), "fp")
+        plans = {}
+        for name, call in CLAIM_PATH:
+            sent.clear()
+            call(store, Op(OK))
+            plans[name] = explain_sqlite(tmp_path / "s.sqlite3", sent)
+        sent.clear()
+        assert store.purge() == 20_000
+        purge_plans = explain_sqlite(tmp_path / "s.sqlite3", sent)
+    finally:
+        store.close()
+    for name, found in plans.items():
+        assert found, name
+        for statement, details in found:
+            assert details and all("USING PRIMARY KEY (key=?)" in d for d in details), (
+                name, statement, details)
+    window = [d for _, details in purge_plans for d in details]
+    assert "SEARCH keys USING PRIMARY KEY (key>?)" in window
+    assert "SEARCH keys USING PRIMARY KEY (key>? AND key<?)" in window
+    # one scan in all: the first window's, from the first key and bounded by its LIMIT
+    assert [d for d in window if d.startswith("SCAN keys")] == ["SCAN keys"], window
+
+
+def explain_sqlite(path: Path, statements: list[str]) -> list[tuple[str, list[str]]]:
+    """(statement, its query plan's lines) for each statement on the keys table."""
+    conn = sqlite3.connect(path)
+    try:
+        found = []
+        for statement in statements:
+            # (an INSERT's plan is empty: its uniqueness check is the primary key's b-tree)
+            if " keys" not in statement or not statement.lstrip().upper().startswith(
+                    ("SELECT", "UPDATE", "DELETE")):
+                continue
+            rows = conn.execute(f"EXPLAIN QUERY PLAN {statement}",
+                                [None] * statement.count("?")).fetchall()
+            found.append((statement, [str(row[-1]) for row in rows]))
+        return found
+    finally:
+        conn.close()
+
+
+def test_pg_every_claim_statement_finds_its_row_by_the_primary_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL's plans for the same statements, on 20,000 analysed keys: index scans of
+    ``agentkit_keys_pkey``, never a sequential scan of the keys."""
+    import psycopg
+
+    backend = Backend("postgres", tmp_path)
+    try:
+        store = backend(retention_seconds=RETENTION)
+        now = store.store_now()
+        store.add_keys([KeyEntry(f"k{i:06d}", "fp", '{"ok":true}', None, now - 2 * RETENTION)
+                        for i in range(20_000)])
+        store.run_once("hung", lambda: dict(UNKNOWN), "fp")
+        assert backend.pg is not None
+        backend.pg.execute("ANALYZE agentkit_keys")
+        sent: list[tuple[str, Any]] = []
+        execute = psycopg.Connection.execute
+
+        def traced(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            sent.append((str(query), params))
+            return execute(self, query, params, **kwargs)
+
+        monkeypatch.setattr(psycopg.Connection, "execute", traced)
+        for name, call in CLAIM_PATH:
+            sent.clear()
+            call(store, Op(OK))
+            plans = explain_pg(backend, sent)
+            assert plans, name
+            for statement, plan in plans:
+                assert "agentkit_keys_pkey" in plan and "Seq Scan" not in plan, (name, statement, plan)
+        sent.clear()
+        store.purge()
+        for statement, plan in explain_pg(backend, sent):
+            assert "Seq Scan" not in plan, (statement, plan)
+    finally:
+        backend.close()
+
+
+def explain_pg(backend: Backend, sent: list[tuple[str, Any]]) -> list[tuple[str, str]]:
+    assert backend.pg is not None
+    found = []
+    for statement, params in list(sent):  # (the EXPLAINs below are traced too)
+        if "agentkit_keys" not in statement or statement.startswith(("EXPLAIN", "SELECT pg_advisory")):
+            continue
+        rows = backend.pg.execute(f"EXPLAIN {statement}", tuple(params or ()))
+        found.append((statement, "\n".join(str(row[0]) for row in rows)))
+    return found
+
+
+# --------------------------------------------------------------------------- the previous release
+
+PREVIOUS_RELEASE = "bf50fa0439f8ca7643270050442ecfdb73fc97b9"  # the last commit before retention
+
+
+def test_a_store_of_the_previous_release_is_listed_purged_and_copied(tmp_path: Path) -> None:
+    """No schema change: the previous release's file (schema version 2) is used in place."""
+    previous = release("sqlite", PREVIOUS_RELEASE)
+    path = tmp_path / "old.sqlite3"
+    with previous.SQLiteIdempotencyStore(path) as old:
+        old.run_once("done", lambda: dict(OK), "fp")
+        old.create_approval("a1", {"state": "settled"})
+    with SQLiteIdempotencyStore(path, retention_seconds=RETENTION) as store:
+        assert keys_of(store) == {"done": "completed"}
+        assert store.purge(now=time.time() + 2 * RETENTION) == 2
+        assert keys_of(store) == {} and store.approval_page() == []
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+    finally:
+        conn.close()
