@@ -98,10 +98,10 @@ test-unit: install
 test-postgres: install
 	@pg_env="$$(tools/pg_cluster.sh start)" && trap 'tools/pg_cluster.sh stop' EXIT && \
 	eval "$$pg_env" && \
-	CI=true $(BIN)/python -m pytest tests/test_stores.py tests/test_store_runner.py \
-	    tests/test_store_migration.py tests/test_store_operations.py \
-	    tests/test_store_outage_log.py tests/test_keys_cli.py \
-	    tests/test_face_langgraph_restarts.py -p no:cacheprovider
+	CI=true $(BIN)/python -m pytest tests/policy/test_stores.py tests/policy/test_store_runner.py \
+	    tests/policy/test_store_migration.py tests/policy/test_store_operations.py \
+	    tests/policy/test_store_outage_log.py tests/faces/test_keys_cli.py \
+	    tests/faces/test_face_langgraph_restarts.py -p no:cacheprovider
 
 ## The MCP server through another implementation: the MCP Inspector's CLI (npx, from npm;
 ## needs Debian's nodejs and npm, which .ci/run installs). Skips without npx, except under CI.

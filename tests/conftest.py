@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -15,6 +16,17 @@ import agentkit
 from agentkit import CallContext, ToolRunner
 from agentkit.demo.corpus import Corpus
 from agentkit.demo.tools import make_demo_registry
+
+# tests/ is laid out like the package (boundary/, policy/, faces/, lessons/, demo/, notebooks/;
+# browser/ on its own). A few test modules share helpers by module name across folders
+# (``from test_stores import PgSchema``), and pytest puts a test file's own folder on sys.path
+# only when it collects that file: every folder is put there first, so such an import does not
+# depend on the order in which pytest collects the folders. Module basenames stay unique.
+_TESTS = Path(__file__).resolve().parent
+for _folder in sorted(_TESTS.iterdir(), reverse=True):
+    if (_folder.is_dir() and _folder.name not in {"browser", "typing"}
+            and not _folder.name.startswith((".", "_")) and str(_folder) not in sys.path):
+        sys.path.insert(0, str(_folder))
 
 
 @pytest.fixture(autouse=True)

@@ -70,7 +70,7 @@ class ToolSpec:
     if TYPE_CHECKING:
         # What the dataclass's generated __init__ accepts, for type checkers only: the fields'
         # own types are what a made spec holds. Same names, order and defaults as the fields
-        # (tests/test_registry.py compares them).
+        # (tests/boundary/test_registry.py compares them).
         def __init__(
             self,
             name: str,

@@ -244,7 +244,7 @@ class Policy:
                 if ok or result["error"] not in _READ_RETRY:
                     break
             # finish(result, ...), in place: every result here is a fresh dict of the
-            # boundary's, its keys already in finish's order (tests/test_result_order.py)
+            # boundary's, its keys already in finish's order (tests/policy/test_result_order.py)
             result["attempts"] = call.attempts
             result["replayed"] = False
         except GeneratorExit:

@@ -17,7 +17,7 @@ from agentkit import CallContext, Effect, ToolRegistry, ToolRunner, ToolSpec
 from agentkit.demo import faults
 from agentkit.policy.backoff import no_wait
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def search(query: str, limit: int = 3) -> list:

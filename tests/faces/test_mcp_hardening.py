@@ -26,7 +26,7 @@ from agentkit.demo.tools import make_demo_registry, outbox_lines
 from agentkit.faces import cli
 from agentkit.faces.mcp import APPROVAL_INPUT, WIRE_DEPTH, guard_line, make_server
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TRICKY = {"to": "Ada\u202eeve@evil.example", "body": "pay \u200bnow" + " and more" * 200 + " THE END"}
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 PATHS = sorted(NOTEBOOKS.glob("[0-9][0-9]*.ipynb"))
 INSTRUCTOR = NOTEBOOKS / "INSTRUCTOR.md"
 

@@ -1,4 +1,4 @@
-"""A DBOS worker process for tests/test_face_dbos.py: the engine alone and through agentkit.
+"""A DBOS worker process for tests/faces/test_face_dbos.py: the engine alone and through agentkit.
 
 Run as ``python _dbos_worker.py MODE WORKDIR SYSTEM_DB_URL DBOS_SCHEMA STORE SCENARIO...``,
 STORE being ``sqlite:PATH`` or ``postgres:DSN`` (agentkit's store; the workers share it).

@@ -1,4 +1,4 @@
-"""A child process for tests/test_face_restarts.py: one step of a framework conversation.
+"""A child process for tests/faces/test_face_restarts.py: one step of a framework conversation.
 
 Run as ``python _face_worker.py FACE STEP WORKDIR`` (FACE: ``langgraph``, ``openai-agents``,
 ``pydantic-ai``; STEP: ``start``, or the answer ``yes``/``no`` to the question the

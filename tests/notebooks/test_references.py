@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 PATHS = sorted(NOTEBOOKS.glob("[0-9][0-9]*.ipynb"))
 DOCUMENTS = [ROOT / "README.md", ROOT / "docs" / "design.md", NOTEBOOKS / "INSTRUCTOR.md"]

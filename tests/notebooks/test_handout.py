@@ -16,7 +16,7 @@ from agentkit.boundary.spec import Effect
 from agentkit.demo.matrix import load_matrix
 from agentkit.demo.scenarios import CELLS, EFFECTS, FAILURES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tools" / "handout.py"
 
 

@@ -27,7 +27,7 @@ from agentkit.policy.stores import (
     StoreError,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("_store_worker.py")
 TINY_TTL = 0.05  # seconds; tests let LEASE_PASSES go by on the store's clock
 LEASE_PASSES = 1.0
@@ -231,7 +231,7 @@ class Backend:
 
     @property
     def spec(self) -> str:
-        """How a child process opens the same store (tests/_store_worker.py)."""
+        """How a child process opens the same store (tests/policy/_store_worker.py)."""
         if self.pg is not None:
             return f"postgres:{self.pg.dsn}"
         assert self.kind == "sqlite"

@@ -11,7 +11,7 @@ import pytest
 from agentkit.demo.matrix import COLUMNS, CSV_PATH
 from agentkit.faces.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def agentkit_cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,4 @@
-"""Workflows for tests/test_face_temporal.py's time-skipping server tests, in a module of their
+"""Workflows for tests/faces/test_face_temporal.py's time-skipping server tests, in a module of their
 own: Temporal's sandbox re-imports a workflow's module, which must import nothing but the SDK.
 
 Each saves one note with a 1-second start-to-close timeout and Temporal's default retry

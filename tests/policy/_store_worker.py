@@ -1,4 +1,4 @@
-"""A child process for tests/test_stores.py: one store user in its own process.
+"""A child process for tests/policy/test_stores.py: one store user in its own process.
 
 Run as ``python _store_worker.py MODE STORE KEY WORKDIR [N]``, STORE being ``sqlite:PATH`` or
 ``postgres:DSN``. Every real run of the operation appends a line to ``WORKDIR/ops.log``

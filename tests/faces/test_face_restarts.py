@@ -1,6 +1,6 @@
 """The framework faces across process restarts and a process killed mid-payment.
 
-Every step of a conversation is a process of its own (tests/_face_worker.py): what one step
+Every step of a conversation is a process of its own (tests/faces/_face_worker.py): what one step
 leaves for the next is only what is durable (agentkit's store, the framework's saved state:
 LangGraph's SQLite or PostgreSQL checkpointer, the Agents SDK's RunState JSON, Pydantic AI's
 message history), and payments are counted as lines on disk, across processes and deaths.

@@ -22,7 +22,7 @@ import agentkit.faces
 import agentkit.lessons
 from agentkit.faces import moved
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Pinned here, not read from the shim: a path dropped from its table before the release that
 #: announces it fails this test.

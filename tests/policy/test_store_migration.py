@@ -27,7 +27,7 @@ from test_stores import (  # tests/ is on sys.path (pytest rootdir-relative impo
 
 from agentkit.policy.stores import SQLiteIdempotencyStore, StoreError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RELEASE_1 = "3ebacbae9a5aec6523066a3e5671b4034bac10ae"  # the last commit with schema version 1
 RECEIPT = {"ok": True, "data": "found by the lookup"}
 

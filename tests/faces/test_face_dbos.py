@@ -2,7 +2,7 @@
 
 DBOS runs a step at least once: a worker killed after a step's write and before DBOS recorded
 the step runs the step again when a new process recovers the workflow (``DBOS.launch()``).
-The crash tests kill real worker processes (tests/_dbos_worker.py) and recover them in new
+The crash tests kill real worker processes (tests/faces/_dbos_worker.py) and recover them in new
 ones, on DBOS's SQLite system database and on PostgreSQL, and count the real writes in a
 ledger file: the engine alone writes twice, through ``DurableTools`` once.
 """
@@ -49,7 +49,7 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 
 def pg_unavailable(reason: str) -> None:
     """Skip, with the reason, where PostgreSQL is optional; fail in CI, where it is not
-    (as tests/test_stores.py does)."""
+    (as tests/policy/test_stores.py does)."""
     if IN_CI:
         pytest.fail(f"CI=true, so the PostgreSQL tests must run, but {reason}")
     pytest.skip(reason)

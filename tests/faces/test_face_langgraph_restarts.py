@@ -1,6 +1,6 @@
 """LangGraph conversations across process restarts on the checkpointers people deploy:
 LangGraph's own SQLite and PostgreSQL savers, with agentkit's store beside them (as durable),
-one process per step (tests/_face_worker.py), payments counted on disk."""
+one process per step (tests/faces/_face_worker.py), payments counted on disk."""
 
 from __future__ import annotations
 
