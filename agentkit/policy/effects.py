@@ -17,7 +17,7 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from agentkit.boundary.concurrency import Attempt
+from agentkit.boundary.attempt import Attempt
 from agentkit.boundary.registry import RegisteredTool
 
 __all__ = [

@@ -43,14 +43,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from agentkit.boundary.attempt import Attempt
 from agentkit.boundary.canonical import canonical_json
-from agentkit.boundary.concurrency import Attempt, WorkerUnavailable
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, failure
 from agentkit.boundary.invoke import preflight, renderer
 from agentkit.boundary.redaction import safe_name
 from agentkit.boundary.registry import RegisteredTool, ToolRegistry
 from agentkit.boundary.spec import Effect, ToolSpec
+from agentkit.boundary.workers import WorkerUnavailable
 from agentkit.policy.approvals import (
     DENIED,
     REFUSED,
