@@ -241,8 +241,9 @@ class IrreversibleWrites:
 def _framed(body: Steps[dict[str, Any]], operation: str, call_id: str, tool: str, effect: str,
             started: float, observers: Observers) -> Steps[dict[str, Any]]:
     """An approval's operation between its ``call_started`` and ``call_ended`` events; the
-    ending is announced even when the caller is interrupted or cancelled (then as ``busy``;
-    ``call`` frames itself the same way, inline, being the hot path)."""
+    ending is announced even when the caller is interrupted or cancelled (then as ``busy``:
+    what the person learns is that the decision may not have been recorded). A model's call
+    has its own frame, :meth:`agentkit.policy.steps.Policy.call`."""
     observers.emit("call_started", call_id, tool, effect, started, operation=operation)
     try:
         result = yield from body
