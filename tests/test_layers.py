@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import itertools
+import json
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -321,6 +322,29 @@ def test_module_respects_the_layers(path):
     violations = check_source(path.read_text(encoding="utf-8"), module_name(path),
                               is_package=path.name == "__init__.py")
     assert not violations, "\n".join(map(str, violations))
+
+
+def test_a_store_imported_alone_runs_once_through_the_policy():
+    """A store imports nothing of the policy above it (the circle test), yet its ``run_once``
+    is the policy's claim → run → complete: importing one store module is enough for it to
+    work, and the operation runs once (its real call count), the second call a replay."""
+    code = (
+        "import json\n"
+        "import agentkit.policy.stores.memory as memory\n"
+        "calls = []\n"
+        "store = memory.IdempotencyStore()\n"
+        "def op():\n"
+        "    calls.append(1)\n"
+        "    return {'ok': True, 'data': 'x'}\n"
+        "first, second = store.run_once('k', op, 'f'), store.run_once('k', op, 'f')\n"
+        "print(json.dumps([first, second, len(calls)], sort_keys=True))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    first, second, calls = json.loads(out.stdout)
+    assert first == {"ok": True, "data": "x"}
+    assert second == {"ok": True, "data": "x", "replayed": True}
+    assert calls == 1
 
 
 @pytest.mark.parametrize("modules", [
