@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from agentkit import ToolRegistry, ToolSpec, ainvoke_tool, invoke_tool
-from agentkit.boundary.attempt import Attempt, mark_landed
-from agentkit.boundary.concurrency import arun_limited, run_limited
+from agentkit.boundary.attempt import Attempt
+from agentkit.boundary.concurrency import arun_limited, mark_landed, run_limited
 from agentkit.boundary.invoke import (
     RENDER_ON_LOOP_MAX_CHARS,
     aexecute,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from agentkit import ToolRegistry, ToolRunner, ToolSpec
-from agentkit.boundary.attempt import running_attempt
+from agentkit.boundary.concurrency import running_attempt
 from agentkit.policy.events import CallEvent, Observers
 from agentkit.policy.trace import Trace
 

@@ -5,15 +5,12 @@ cancelled), so an :class:`Attempt` keeps both stories: whether the handler start
 started, whether the caller gave up (``timed_out``), and, set only when the handler has
 really returned, its value or error, ``finished_at`` and the :class:`DoneFlag` ``done``.
 The policy waits on that flag (or registers a done-callback) before it lets a claim go
-stale: a handler still running may still write.
-
-A handler may call :func:`mark_landed` at the moment its write takes effect; the attempt
-whose handler runs in the current context is :data:`running_attempt`.
+stale: a handler still running may still write. (A handler that knows when its write took
+effect says so with :func:`agentkit.boundary.concurrency.mark_landed`.)
 """
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 import time
@@ -23,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agentkit.boundary.slot import Slot
 
-__all__ = ["Attempt", "DoneFlag", "mark_landed", "running_attempt"]
+__all__ = ["Attempt", "DoneFlag"]
 
 
 class DoneFlag:
@@ -126,22 +123,3 @@ class Attempt:
     def __repr__(self) -> str:
         state = "running" if self.running else "done" if self.done.is_set() else "not started"
         return f"<Attempt {self.call_id} {self.tool} {state}>"
-
-
-#: The attempt whose handler runs in this context (set by the ways to run one attempt, in
-#: the attempt's own copy of the context, so it never leaks to the caller).
-running_attempt: contextvars.ContextVar[Attempt | None] = contextvars.ContextVar(
-    "agentkit_attempt", default=None
-)
-
-
-def mark_landed() -> None:
-    """Called by a handler at the moment its write takes effect (a commit, a rename).
-
-    The trace then knows when the write really landed, which may be long before the handler
-    returns (or after its caller gave up): the timeline picture shows exactly that gap.
-    Outside a boundary attempt it does nothing.
-    """
-    attempt = running_attempt.get()
-    if attempt is not None:
-        attempt.landed_at = time.monotonic()

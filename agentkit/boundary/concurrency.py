@@ -18,7 +18,7 @@ coroutine-handler path) for callers on an event loop. Each idea they use has its
   async callers; a timed-out handler keeps its slot until it really returns;
 - :mod:`~agentkit.boundary.deadlines`: the loop's shared deadlines for async waits on sync
   handlers (one timer per loop);
-- :mod:`~agentkit.boundary.attempt`: the attempt, its done flag and ``mark_landed``;
+- :mod:`~agentkit.boundary.attempt`: the attempt and its done flag;
 - :mod:`~agentkit.boundary.cancellation`: a deadline, a caller's cancellation, and a
   ``CancelledError`` a handler raised by itself, told apart.
 
@@ -53,7 +53,8 @@ from types import CoroutineType
 from types import coroutine as types_coroutine
 from typing import TYPE_CHECKING, Any
 
-from agentkit.boundary.attempt import Attempt, running_attempt
+from agentkit.boundary import workers
+from agentkit.boundary.attempt import Attempt
 from agentkit.boundary.cancellation import (
     DeadlinePassed,
     HandlerCancelled,
@@ -63,20 +64,37 @@ from agentkit.boundary.cancellation import (
 from agentkit.boundary.deadlines import deadlines_of
 from agentkit.boundary.on_first_use import OnFirstUse
 from agentkit.boundary.slot import Slot, wake
-from agentkit.boundary.workers import (
-    POOL,
-    WorkerUnavailable,
-    caller_loop,
-    run_on_own_loop,
-    run_on_worker,
-)
+from agentkit.boundary.workers import WorkerUnavailable, run_on_own_loop, run_on_worker
 
 if TYPE_CHECKING:
     import asyncio
 else:
     asyncio = OnFirstUse("asyncio", globals())
 
-__all__ = ["arun_limited", "is_coroutine_handler", "run_here", "run_limited"]
+__all__ = ["arun_limited", "is_coroutine_handler", "mark_landed", "run_here", "run_limited",
+           "running_attempt"]
+
+# The pool is reached as ``workers.POOL`` (and the caller's loop as ``workers.caller_loop``):
+# CPython 3.11 compiles ``name.method()`` on a name bound by ``from … import`` as an attribute
+# load, taking the name for a module, and would make a bound method on every call.
+
+#: The attempt whose handler runs in this context: set by the ways to run one attempt below,
+#: in the attempt's own copy of the context, so it never leaks to the caller.
+running_attempt: contextvars.ContextVar[Attempt | None] = contextvars.ContextVar(
+    "agentkit_attempt", default=None
+)
+
+
+def mark_landed() -> None:
+    """Called by a handler at the moment its write takes effect (a commit, a rename).
+
+    The trace then knows when the write really landed, which may be long before the handler
+    returns (or after its caller gave up): the timeline picture shows exactly that gap.
+    Outside a boundary attempt it does nothing.
+    """
+    attempt = running_attempt.get()
+    if attempt is not None:
+        attempt.landed_at = time.monotonic()
 
 
 def _in_attempt(
@@ -220,7 +238,7 @@ def run_limited(
     if slot is not None and not slot.acquire(timeout=timeout):
         return "busy"
     context = contextvars.copy_context()
-    loop = caller_loop.get()
+    loop = workers.caller_loop.get()
     if loop is not None and is_coroutine_handler(handler) and not _is_running_here(loop):
         coroutine = _on_caller_loop(attempt, handler, arguments, timeout, slot, finish)
         try:
@@ -233,7 +251,7 @@ def run_limited(
             return "busy"
     else:
         try:
-            POOL.submit(partial(_work, attempt, context, handler, arguments, timeout, slot, finish, None))
+            workers.POOL.submit(partial(_work, attempt, context, handler, arguments, timeout, slot, finish, None))
         except WorkerUnavailable:
             return _no_worker(attempt, slot)
     attempt.done.wait(timeout)
@@ -313,7 +331,7 @@ async def arun_limited(
     # the GIL, so the loop should get to its next wait with as little as possible left to do.
     deadlines_of(loop).add(timeout, waiter)
     try:
-        POOL.submit(work)
+        workers.POOL.submit(work)
     except WorkerUnavailable:
         waiter.cancel()  # its deadline is dropped with it
         return _no_worker(attempt, slot)
