@@ -68,6 +68,9 @@ def release(name: str, commit: str) -> Any:
         text = source(f"agentkit/policy/stores/{module}.py").replace(
             "from agentkit.policy.stores.algorithm import",
             f"from release_{commit[:7]}_algorithm import",
+        ).replace(  # an older store's run_once drove the policy's steps from their old home
+            "from agentkit.policy.steps import invoke, once",
+            "from agentkit.policy.once import invoke, once",
         )
         loaded = types.ModuleType(f"release_{commit[:7]}_{module}")
         sys.modules[loaded.__name__] = loaded  # dataclasses look their module up
