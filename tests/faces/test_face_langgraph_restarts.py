@@ -13,7 +13,6 @@ pytest.importorskip("langgraph.checkpoint.sqlite")
 
 from test_face_restarts import LATER, step
 
-
 #: Known and open: on a loaded machine the async step that dies paying Carol sometimes prints
 #: its report (Dave's question, nothing paid) and exits 1, about one run in five under load;
 #: the sync path never has. Still run every time, reported as XFAIL/XPASS, until it is found.
