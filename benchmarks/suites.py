@@ -171,7 +171,8 @@ def stage_paths(registry: Any) -> list[Path]:
         return lambda: shape_output(EXPECTED, spec.max_output_chars, registry.redactor)
 
     def hop() -> Callable[[], Any]:
-        from agentkit.boundary.concurrency import Attempt, run_limited
+        from agentkit.boundary.attempt import Attempt
+        from agentkit.boundary.concurrency import run_limited
 
         def call() -> Any:
             attempt = Attempt(tool="search", call_id="call-bench")

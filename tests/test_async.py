@@ -370,7 +370,8 @@ def test_one_concurrency_limit_is_shared_by_sync_and_async_callers() -> None:
 
 
 def test_an_async_holder_of_the_slot_makes_a_sync_caller_busy() -> None:
-    from agentkit.boundary.concurrency import Attempt, run_limited
+    from agentkit.boundary.attempt import Attempt
+    from agentkit.boundary.concurrency import run_limited
 
     def sync_caller(registry: ToolRegistry) -> str:
         """A sync attempt on the same entry (the same slot), waiting only SHORT for it."""

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from agentkit import ToolRegistry, ToolSpec, ainvoke_tool, invoke_tool
-from agentkit.boundary import concurrency
-from agentkit.boundary.concurrency import Attempt, Slot, arun_limited, mark_landed, run_limited
+from agentkit.boundary.attempt import Attempt, mark_landed
+from agentkit.boundary.concurrency import arun_limited, run_limited
 from agentkit.boundary.invoke import (
     RENDER_ON_LOOP_MAX_CHARS,
     aexecute,
@@ -31,6 +31,8 @@ from agentkit.boundary.invoke import (
     renders_large,
 )
 from agentkit.boundary.registry import RegisteredTool
+from agentkit.boundary.slot import Slot
+from agentkit.boundary.workers import POOL
 
 WAIT = 10.0  # an upper bound for events that come at once; never a sleep
 
@@ -58,9 +60,9 @@ def test_aexecute_runs_a_coroutine_handler_on_the_callers_loop_with_no_thread() 
     sync_result, sync_attempt = execute(registry, entry, {"ref": "r1"}, "call-s")
 
     async def go() -> tuple[dict[str, Any], Attempt, asyncio.AbstractEventLoop, int]:
-        started = concurrency._POOL.threads_started
+        started = POOL.threads_started
         result, attempt = await aexecute(registry, entry, {"ref": "r1"}, "call-a")
-        return result, attempt, asyncio.get_running_loop(), concurrency._POOL.threads_started - started
+        return result, attempt, asyncio.get_running_loop(), POOL.threads_started - started
 
     result, attempt, loop, new_threads = asyncio.run(go())
     assert result == sync_result == {"ok": True, "data": '{"ref": "r1", "saved": true}'}
@@ -105,13 +107,13 @@ def test_ainvoke_tool_checks_on_the_loop_and_makes_one_hop_for_a_sync_handler(
         return query
 
     registry = ToolRegistry([ToolSpec("find", "Find.", "read", 2.0, 1, 100, lookup)], policies=[policy])
-    submit = concurrency._POOL.submit
+    submit = POOL.submit
 
     def counting(task: Any) -> None:
         submitted.append(task)
         submit(task)
 
-    monkeypatch.setattr(concurrency._POOL, "submit", counting)
+    monkeypatch.setattr(POOL, "submit", counting)
     assert asyncio.run(ainvoke_tool(registry, "find", {"query": "q"})) == {"ok": True, "data": "q"}
     assert where["policy"] == [threading.main_thread().name]  # the checks ran on the loop
     assert len(where["handler"]) == 1 and where["handler"][0].startswith("agentkit-worker")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentkit import ToolRegistry, ToolSpec, ainvoke_tool
-from agentkit.boundary.concurrency import _Deadlines
+from agentkit.boundary.deadlines import Deadlines
 
 
 class FakeLoop:
@@ -49,7 +49,7 @@ class Waiter:
 
 def test_each_wait_is_settled_at_its_own_deadline_in_any_order() -> None:
     loop = FakeLoop()
-    keeper = _Deadlines(loop)  # type: ignore[arg-type]
+    keeper = Deadlines(loop)  # type: ignore[arg-type]
     late, early, middle = Waiter(), Waiter(), Waiter()
     keeper.add(5.0, late)  # type: ignore[arg-type]
     keeper.add(1.0, early)  # type: ignore[arg-type]  # an earlier deadline re-arms the timer
@@ -67,7 +67,7 @@ def test_each_wait_is_settled_at_its_own_deadline_in_any_order() -> None:
 
 def test_waits_that_ended_are_dropped_and_never_settled() -> None:
     loop = FakeLoop()
-    keeper = _Deadlines(loop)  # type: ignore[arg-type]
+    keeper = Deadlines(loop)  # type: ignore[arg-type]
     ended = [Waiter() for _ in range(1_000)]
     pending = Waiter()
     keeper.add(2.0, pending)  # type: ignore[arg-type]

@@ -305,14 +305,11 @@ def test_an_attempt_that_never_started_is_busy_not_outcome_unknown(counted):
     handler = counted(echo)
     reg = registry_with(spec(handler, name="echo", timeout=0.05))
     pool = StalledPool()
-    import agentkit.boundary.concurrency as limits
+    from agentkit.boundary.workers import POOL
 
-    original = limits._POOL
-    limits._POOL = pool
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(POOL, "submit", pool.submit)
         result, attempt = invoke_attempt(reg, "echo", {"text": "a"})
-    finally:
-        limits._POOL = original
     assert result == {"ok": False, "error": "busy", "retryable": True}
     assert not attempt.started
     for task in pool.tasks:  # the worker starts late: the cancelled attempt must not run
@@ -321,14 +318,14 @@ def test_an_attempt_that_never_started_is_busy_not_outcome_unknown(counted):
 
 
 def test_worker_threads_are_reused():
-    import agentkit.boundary.concurrency as limits
+    from agentkit.boundary.workers import POOL
 
     reg = registry_with(spec(echo, name="echo"))
     invoke_tool(reg, "echo", {"text": "warm"})
-    before = limits._POOL.threads_started
+    before = POOL.threads_started
     for _ in range(50):
         invoke_tool(reg, "echo", {"text": "a"})
-    assert limits._POOL.threads_started - before <= 1
+    assert POOL.threads_started - before <= 1
 
 
 def test_workers_are_daemon_threads():

@@ -30,7 +30,7 @@ from agentkit import (
     ToolRunner,
     ToolSpec,
 )
-from agentkit.boundary.concurrency import mark_landed
+from agentkit.boundary.attempt import mark_landed
 from agentkit.demo import matrix, scenarios
 from agentkit.policy.stores import StoreError
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from agentkit import ToolRegistry, ToolRunner, ToolSpec
-from agentkit.boundary import concurrency
+from agentkit.boundary.attempt import running_attempt
 from agentkit.policy.events import CallEvent, Observers
 from agentkit.policy.trace import Trace
 
@@ -234,8 +234,8 @@ def test_a_timed_out_attempt_that_returns_just_after_is_still_stamped_when_learn
     attempts: list[Any] = []
 
     def slow(query: str) -> str:
-        # private, in this one test: the handler's own Attempt, to wait until it has returned
-        attempts.append(concurrency._CURRENT.get())
+        # the handler's own Attempt, to wait until it has returned
+        attempts.append(running_attempt.get())
         release.wait(10)
         return "late"
 

@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from agentkit import ToolRegistry, ToolSpec, ainvoke_tool
-from agentkit.boundary.concurrency import DoneFlag
+from agentkit.boundary.attempt import DoneFlag
 
 WAIT = 10.0
 

@@ -18,12 +18,19 @@ strings, and it is listed in ``SHIMS`` with why: the old import paths of what mo
 lessons, kept for one release. It gets no other allowance (an ``import`` of a lesson is still a
 violation there), and a test below checks at run time that importing it, or any face, loads no
 lesson.
+
+Inside a layer no circle either (docs/design.md#layers, rev 4): the same import statements,
+every module of the package counted (the façade too), make a graph with no cycle. An import
+``from a.b import c`` names the module ``a.b.c`` when ``c`` is one, else ``a.b``; the parent
+packages Python runs on the way are not counted, or every module would circle with the
+package that imports it.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
+import itertools
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -165,6 +172,81 @@ def package_modules() -> list[Path]:
     return sorted(p for p in PACKAGE.rglob("*.py") if p not in FACADE)
 
 
+def imported_modules(source: str, importer: str, *, is_package: bool = False) -> set[str]:
+    """The agentkit modules one module's source imports, from every import statement (at
+    module level, in a function, under ``TYPE_CHECKING``), itself left out."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "agentkit")
+        elif isinstance(node, ast.ImportFrom):
+            source_module = resolve(node, importer, is_package)
+            if source_module.split(".")[0] != "agentkit":
+                continue
+            for alias in node.names:
+                full = f"{source_module}.{alias.name}"
+                found.add(full if is_module(full) else source_module)
+    found.discard(importer)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every module of the package (the façade too) and the agentkit modules it imports."""
+    return {
+        module_name(path): imported_modules(path.read_text(encoding="utf-8"), module_name(path),
+                                            is_package=path.name == "__init__.py")
+        for path in sorted(PACKAGE.rglob("*.py"))
+    }
+
+
+def circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The graph's circles: its strongly connected components of more than one module
+    (Tarjan's algorithm), in the order they close."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in sorted(graph.get(module, ())):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return components
+
+
+def closed_path(graph: dict[str, set[str]], component: set[str]) -> list[str]:
+    """One circle through ``component`` (a strongly connected set), from its first module."""
+    start = min(component)
+    path, seen = [start], {start}
+    while True:  # walk inside the component until a module comes round again
+        step = min(target for target in graph[path[-1]] if target in component)
+        if step in seen:
+            return [*path[path.index(step):], step]
+        path.append(step)
+        seen.add(step)
+
+
 # ---------------------------------------------------------------- the checker catches what it must
 
 
@@ -250,7 +332,53 @@ def test_every_package_module_is_checked():
     assert all(layer_of(m) is not None and layer_of(m) < len(LAYERS) for m in modules)
 
 
+def test_the_cycle_check_finds_the_circle_of_issue_27():
+    """The four policy modules that imported each other, each edge from a real statement of
+    theirs (two of them lazy imports inside a function), make one circle."""
+    sources = {
+        "agentkit.policy.stores.algorithm": "def run_once():\n"
+        "    from agentkit.policy.drivers import run_store_steps\n"
+        "    from agentkit.policy.steps import invoke, once\n",
+        "agentkit.policy.steps": "from agentkit.policy.approvals import Approvals\n"
+        "from agentkit.policy.stores.algorithm import Claim\n",
+        "agentkit.policy.approvals": "from agentkit.policy.drivers import run_store_steps\n",
+        "agentkit.policy.drivers": "from agentkit.policy.stores.algorithm import StoreError\n",
+        "agentkit.policy.runner": "from agentkit.policy.steps import Policy\n",
+    }
+    graph = {module: imported_modules(source, module) for module, source in sources.items()}
+    assert circles(graph) == [set(sources) - {"agentkit.policy.runner"}]  # all four, not the runner
+    path = closed_path(graph, circles(graph)[0])  # what the failure message shows
+    assert path[0] == path[-1] and all(b in graph[a] for a, b in itertools.pairwise(path))
+
+
+@pytest.mark.parametrize(("graph", "expected"), [
+    ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c", "a"]]),
+    ({"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"c"}}, [["a", "b", "a"], ["c", "d", "c"]]),
+    ({"a": {"b", "c"}, "b": {"c"}, "c": set()}, []),  # a diamond is no circle
+])
+def test_the_cycle_finder_on_small_graphs(graph, expected):
+    assert sorted(closed_path(graph, found) for found in circles(graph)) == expected
+
+
+def test_an_import_names_the_module_not_its_parents():
+    assert imported_modules("from agentkit.policy.stores import memory\n",
+                            "agentkit.policy.runner") == {"agentkit.policy.stores.memory"}
+    assert imported_modules("from agentkit.policy.stores import IdempotencyStore\n",
+                            "agentkit.policy.runner") == {"agentkit.policy.stores"}
+    assert imported_modules("from .owner import this_host\nimport json\n",
+                            "agentkit.policy.stores.algorithm") == {"agentkit.policy.stores.owner"}
+
+
 # ---------------------------------------------------------------- the package itself
+
+
+def test_no_module_imports_in_a_circle():
+    graph = import_graph()
+    assert "agentkit.policy.stores.algorithm" in graph and len(graph) > 60
+    found = circles(graph)
+    assert not found, "import circles:\n" + "\n".join(
+        " → ".join(closed_path(graph, circle)) + f"; the circle: {', '.join(sorted(circle))}"
+        for circle in found)
 
 
 @pytest.mark.parametrize("path", package_modules(), ids=lambda p: module_name(p))

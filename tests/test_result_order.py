@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agentkit import Budget, InvalidInput, ToolRegistry, ToolRunner, ToolSpec
-from agentkit.policy.steps import finish
+from agentkit.policy.results import finish
 
 TIMEOUT = 5.0  # for handlers that answer at once
 SHORT = 0.05  # the boundary's timeout, for a handler that does not answer until released

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from agentkit import IdempotencyStore, ToolRegistry, ToolRunner, ToolSpec
-from agentkit.boundary.concurrency import mark_landed
+from agentkit.boundary.attempt import mark_landed
 from agentkit.policy.events import CallEvent
 from agentkit.policy.trace import AttemptTimes, Trace, TraceRecord
 

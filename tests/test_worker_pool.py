@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from agentkit.boundary.concurrency import WorkerPool
+from agentkit.boundary.workers import WorkerPool
 
 WAIT = 10.0  # an upper bound for events that come at once; never a sleep
 

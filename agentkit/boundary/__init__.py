@@ -10,7 +10,11 @@ Each stage has its own module, named after the picture:
   model-visible descriptions (OpenAI, Anthropic, MCP);
 - :mod:`~agentkit.boundary.schema`: the *schema check*;
 - :mod:`~agentkit.boundary.authorization`: *authorization* (scopes, registry policies);
-- :mod:`~agentkit.boundary.concurrency`: *concurrency/timeout* (slots, worker threads);
+- :mod:`~agentkit.boundary.concurrency`: *concurrency/timeout*, the ways to run one attempt,
+  over :mod:`~agentkit.boundary.workers` (the worker pool), :mod:`~agentkit.boundary.slot`
+  (``max_concurrency``), :mod:`~agentkit.boundary.deadlines` (the loop's shared deadlines),
+  :mod:`~agentkit.boundary.attempt` (the attempt and its done flag) and
+  :mod:`~agentkit.boundary.cancellation` (a deadline or a cancellation, told apart);
 - :mod:`~agentkit.boundary.redaction`: *redact/truncate* of the raw result;
 - :mod:`~agentkit.boundary.errors`: the *stable error* codes and their ``retryable`` flag;
 - :mod:`~agentkit.boundary.invoke`: ``invoke_tool``, which runs the stages in order.

@@ -16,14 +16,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from agentkit.boundary.attempt import Attempt
 from agentkit.boundary.authorization import authorize
-from agentkit.boundary.concurrency import (
-    Attempt,
-    HandlerCancelled,
-    arun_limited,
-    run_here,
-    run_limited,
-)
+from agentkit.boundary.cancellation import HandlerCancelled
+from agentkit.boundary.concurrency import arun_limited, run_here, run_limited
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import (
     ErrorCode,

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentkit.boundary.authorization import Policy, check_policy
-from agentkit.boundary.concurrency import Slot, is_coroutine_handler
+from agentkit.boundary.concurrency import is_coroutine_handler
 from agentkit.boundary.redaction import Redactor
 from agentkit.boundary.schema import Validator, compile_validator, derive_parameters
+from agentkit.boundary.slot import Slot
 from agentkit.boundary.spec import Effect, ToolSpec
 
 FORMATS = ("anthropic", "mcp", "openai")

@@ -28,7 +28,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agentkit.boundary.concurrency import mark_landed
+from agentkit.boundary.attempt import mark_landed
 from agentkit.boundary.redaction import render_value
 
 if TYPE_CHECKING:

@@ -1,9 +1,14 @@
 """The policy layer: what the side-effect level of a tool allows, above one attempt.
 
 - :mod:`~agentkit.policy.runner`: ``ToolRunner``, the public face of the policy;
-- :mod:`~agentkit.policy.steps`: the policy of each effect, written once as steps that ask for
-  effects (bounded retries for reads; idempotency key and status lookup for reversible
-  writes; approval, one run and the status lookup for irreversible writes; run-once per key);
+- :mod:`~agentkit.policy.steps`: the policy, written once as steps that ask for effects: a
+  call's entry and its frame, and a read's bounded retries; a write's steps are in
+  :mod:`~agentkit.policy.writes` (idempotency key, attempts under the key's claim, the
+  status lookup) and :mod:`~agentkit.policy.irreversible` (approval, one run, deny), both
+  running once per key through :mod:`~agentkit.policy.once` (the store's claim → run →
+  complete, and every store's ``run_once``); :mod:`~agentkit.policy.calls`: a call in
+  progress and one attempt of it; :mod:`~agentkit.policy.results`: every result's stamp
+  and key order;
 - :mod:`~agentkit.policy.effects`: what the steps may ask for; :mod:`~agentkit.policy.drivers`:
   the sync and the async driver that perform it (``docs/design.md#drivers``);
 - :mod:`~agentkit.policy.events`: what a call tells its observers (``docs/design.md#events``);

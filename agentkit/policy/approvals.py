@@ -19,7 +19,7 @@ approver and a denier) racing on one id cannot both win; opening is one atomic
 insert-if-absent (``store.create_approval``). This module is the state machine only, written
 as policy steps that ask for their store steps (:mod:`agentkit.policy.effects`): what runs,
 and how its result is counted and traced, is the policy's business
-(:mod:`agentkit.policy.steps`). Store steps may raise ``StoreError``; the policy turns that
+(:mod:`agentkit.policy.irreversible`). Store steps may raise ``StoreError``; the policy turns that
 into ``busy``.
 """
 

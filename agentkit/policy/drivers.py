@@ -28,16 +28,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentkit.boundary.concurrency import (
-    Attempt,
-    WorkerUnavailable,
-    arun_limited,
-    run_here,
-    run_limited,
-    run_on_worker,
-)
+from agentkit.boundary.attempt import Attempt
+from agentkit.boundary.concurrency import arun_limited, run_here, run_limited
 from agentkit.boundary.invoke import aexecute, conclude, execute, renderer, renders_large
 from agentkit.boundary.registry import ToolRegistry
+from agentkit.boundary.workers import WorkerUnavailable, run_on_worker
 from agentkit.policy.effects import (
     PROTECT,
     AskLookup,

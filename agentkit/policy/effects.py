@@ -17,7 +17,7 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from agentkit.boundary.concurrency import Attempt
+from agentkit.boundary.attempt import Attempt
 from agentkit.boundary.registry import RegisteredTool
 
 __all__ = [
@@ -41,7 +41,7 @@ Steps = Generator[Any, Any, T]
 class RunAttempt:
     """One handler attempt through the boundary. Answer: ``(result dict, Attempt)``.
 
-    The policy's own record of a call (:class:`agentkit.policy.steps.Call`) is one: a call
+    The policy's own record of a call (:class:`agentkit.policy.calls.Call`) is one: a call
     asks for an attempt of itself, and no request object is made per attempt."""
 
     __slots__ = ("arguments", "call_id", "entry")

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentkit.boundary.concurrency import Attempt
+from agentkit.boundary.attempt import Attempt
 
 __all__ = ["KINDS", "CallEvent", "Emit", "Observer", "Observers"]
 

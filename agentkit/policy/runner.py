@@ -64,11 +64,8 @@ class ToolRunner:
             Approvals(store, approval_ttl_seconds, clock),
             self._observers,
         )
-        self._sync = SyncDriver(store, registry, sleep)
-        self._async = AsyncDriver(store, registry, asleep or _async_twin(sleep))
-        # bound once: every call and acall goes through these two
-        self._steps_of_call = self._policy.call
-        self._drive = self._async.drive
+        self._sync_driver = SyncDriver(store, registry, sleep)
+        self._async_driver = AsyncDriver(store, registry, asleep or _async_twin(sleep))
 
     @property
     def registry(self) -> ToolRegistry:
@@ -107,18 +104,18 @@ class ToolRunner:
         when nothing ran, ``outcome_unknown`` (not retryable) when a handler attempt had started.
         """
         call_id = call_id if isinstance(call_id, str) and call_id else new_call_id()
-        return self._sync.run(self._steps_of_call(name, arguments, call_id))
+        return self._sync_driver.run(self._policy.call(name, arguments, call_id))
 
     def approve(self, approval_id: Any, *, call_id: str | None = None) -> dict[str, Any]:
         """Run the one call this approval was asked for, once; again returns the same result.
         A store that cannot be used answers ``busy``: nothing ran. ``call_id`` names this
         settling in the trace, the log and the events, as for :meth:`call` (a durable
         engine's step or activity id); without one the runner makes its own."""
-        return self._sync.run(self._policy.approve(approval_id, _named(call_id)))
+        return self._sync_driver.run(self._policy.approve(approval_id, _named(call_id)))
 
     def deny(self, approval_id: Any, *, call_id: str | None = None) -> dict[str, Any]:
         """Settle a pending approval as ``forbidden``: nothing runs, now or later."""
-        return self._sync.run(self._policy.deny(approval_id, _named(call_id)))
+        return self._sync_driver.run(self._policy.deny(approval_id, _named(call_id)))
 
     def pending_approvals(self) -> list[dict[str, Any]]:
         """The approvals in the store that still wait for a decision, oldest first: those
@@ -126,7 +123,7 @@ class ToolRunner:
         another host) opened in the same store. Each has ``approval_id``, ``tool``,
         ``arguments``, ``task_id`` and ``principal``. Raises ``StoreError`` if the store
         cannot be read (this is a person's view, not model input)."""
-        return self._sync.run(self._policy.pending())
+        return self._sync_driver.run(self._policy.pending())
 
     # ------------------------------------------------------------------ async callers
 
@@ -150,19 +147,19 @@ class ToolRunner:
         for it; ``inspect.iscoroutine`` says True for what it returns.)
         """
         call_id = call_id if isinstance(call_id, str) and call_id else new_call_id()
-        return self._drive(self._steps_of_call(name, arguments, call_id))
+        return self._async_driver.drive(self._policy.call(name, arguments, call_id))
 
     def aapprove(
         self, approval_id: Any, *, call_id: str | None = None
     ) -> Coroutine[Any, Any, dict[str, Any]]:
         """:meth:`approve` for async hosts (see :meth:`acall`)."""
-        return self._drive(self._policy.approve(approval_id, _named(call_id)))
+        return self._async_driver.drive(self._policy.approve(approval_id, _named(call_id)))
 
     def adeny(
         self, approval_id: Any, *, call_id: str | None = None
     ) -> Coroutine[Any, Any, dict[str, Any]]:
         """:meth:`deny` for async hosts (see :meth:`acall`)."""
-        return self._drive(self._policy.deny(approval_id, _named(call_id)))
+        return self._async_driver.drive(self._policy.deny(approval_id, _named(call_id)))
 
 
 def _named(call_id: Any) -> str:

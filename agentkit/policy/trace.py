@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentkit.boundary.concurrency import Attempt, DoneFlag
+from agentkit.boundary.attempt import Attempt, DoneFlag
 from agentkit.policy.events import CallEvent
 from agentkit.policy.tally import Tally
 
@@ -38,7 +38,7 @@ _SET.set()
 class AttemptTimes:
     """When one handler attempt started, finished and landed (``time.monotonic()`` values).
 
-    Copied from the :class:`~agentkit.boundary.concurrency.Attempt` the moment it really
+    Copied from the :class:`~agentkit.boundary.attempt.Attempt` the moment it really
     returns (at once if it already has), so the trace never holds the attempt itself: not
     the handler's value, not its exception and the frames that exception keeps.
     """

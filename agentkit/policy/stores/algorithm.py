@@ -4,10 +4,12 @@ A retry is only safe if the caller can tell "not done" from "done, but the answe
 The store remembers, per idempotency key, either a *claim* (someone is running it now) or a
 *completed result* (it is done: replay it). Every backend implements :class:`Transaction`
 (a few reads and compare-and-swap writes inside one atomic section) and :class:`StoreBase`
-does the rest; writing the algorithm once is what makes "identical semantics" true rather
-than hoped for. Results and approval records are kept as canonical JSON text in every store,
-so a replay returns a fresh copy that no caller can have mutated, and a value the durable
-stores could not keep fails in the memory store too.
+does the rest: each step's decision (claim, replay, conflict, take over, complete); the order
+of the steps and what follows a failure is the policy's (``agentkit.policy.once``), which a
+store's ``run_once`` performs. Writing the algorithm once is what makes "identical
+semantics" true rather than hoped for. Results and approval records are kept as canonical
+JSON text in every store, so a replay returns a fresh copy that no caller can have mutated,
+and a value the durable stores could not keep fails in the memory store too.
 
 Why recovery asks before it runs
     A stale claim means a write *may* have landed. The taker-over first asks ``recover``
@@ -71,7 +73,7 @@ from agentkit.policy.stores.owner import this_host, this_process
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self needs Python 3.11
 
-__all__ = ["Claim", "Result", "StoreBase", "StoreError", "Transaction"]
+__all__ = ["Claim", "Result", "RunOnce", "StoreBase", "StoreError", "Transaction", "set_run_once"]
 
 logger = logging.getLogger("agentkit.policy.stores")
 
@@ -84,6 +86,32 @@ TAKEN_OVER = "taken_over"
 class StoreError(Exception):
     """The store's backend cannot be reached or used; the message names the store (its path,
     or its address without a password) and the reason."""
+
+
+class RunOnce(Protocol):
+    """What performs :meth:`StoreBase.run_once`: the same arguments, the store first."""
+
+    def __call__(
+        self, store: StoreBase, key: str, operation: Callable[[], Result],
+        fingerprint: str | None = None, *, recover: Callable[[], Result | None] | None = None,
+        lease_seconds: float | None = None, full_sync: bool = False,
+        on_claim: Callable[[str], None] | None = None,
+    ) -> Result: ...
+
+
+_run_once: RunOnce | None = None
+
+
+def set_run_once(function: RunOnce) -> None:
+    """Have :meth:`StoreBase.run_once` performed by ``function``.
+
+    The claim → run → complete orchestration is the policy's (``agentkit.policy.once``), and a
+    store sits below the policy: it imports none of it (docs/design.md#layers). So the policy
+    hands its ``run_once`` down when it is imported, which every store module's import does
+    first (each lives in ``agentkit.policy``, whose package imports the runner and its steps).
+    """
+    global _run_once
+    _run_once = function
 
 
 # Tokens of the claims whose operation is running in this process (see "Live claims").
@@ -248,24 +276,16 @@ class StoreBase:
 
         Never raises :class:`StoreError`: a store that fails before the claim gives
         ``busy`` (nothing ran), one that fails after the operation ran ``outcome_unknown``.
+
+        What happens between this store's steps (claim, run, complete, recovery) is policy,
+        written once as steps that both of the runner's drivers perform: this is
+        ``agentkit.policy.once.run_once``, which the policy hands to the stores when it is
+        imported (:func:`set_run_once`; a store imports nothing of the policy above it).
         """
-        # The orchestration is policy: written once as steps (agentkit.policy.steps.once) and
-        # performed here by the sync driver; the async runner drives the same steps.
-        from agentkit.policy.drivers import run_store_steps
-        from agentkit.policy.steps import invoke, once
-
-        def run(mine: Claim) -> Any:
-            return invoke(operation)
-
-        def ask() -> Any:
-            assert recover is not None
-            return invoke(recover)
-
-        return run_store_steps(self, once(
-            self, key, fingerprint, lease_seconds, run=run,
-            recover=None if recover is None else ask, full_sync=full_sync,
-            keep_unknown_live=on_claim is not None, on_claim=on_claim,
-        ))
+        if _run_once is None:  # only a store module executed outside the agentkit package
+            raise RuntimeError("run_once is performed by agentkit.policy.once: import agentkit")
+        return _run_once(self, key, operation, fingerprint, recover=recover,
+                         lease_seconds=lease_seconds, full_sync=full_sync, on_claim=on_claim)
 
     # ---- the store's steps: each one atomic section (docs/design.md#stores)
 

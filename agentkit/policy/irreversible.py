@@ -1,0 +1,262 @@
+"""Irreversible writes: nothing runs until a person approves that exact call, and then once.
+
+An **irreversible write** runs nothing on its first call: it returns ``approval_required``
+with an approval id (:mod:`agentkit.policy.approvals`: the record, its states and their
+compare-and-swap moves), and a person's ``approve(id)`` runs exactly that call once, with no
+retry, through the idempotency store's claim (:mod:`agentkit.policy.once`), so an approver
+that died mid-run is recovered by the status lookup, never simply run again. If that one
+attempt ends in doubt (a disconnect, a timeout), the status lookup decides: done → the
+receipt; not done → ``transient_failure``, not retryable; unknown or no lookup →
+``outcome_unknown``. ``deny(id)`` settles the approval as ``forbidden``. With the budget
+spent, no person is asked. A store that cannot be used answers ``busy``: nothing ran.
+
+``approve`` and ``deny`` are operations of their own, between their own ``call_started`` and
+``call_ended`` events (:func:`_framed`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from agentkit.boundary.context import CallContext
+from agentkit.boundary.errors import ErrorCode, failure
+from agentkit.boundary.invoke import preflight
+from agentkit.boundary.redaction import safe_name
+from agentkit.boundary.registry import ToolRegistry
+from agentkit.boundary.spec import Effect
+from agentkit.policy.approvals import (
+    DENIED,
+    REFUSED,
+    REPLAY,
+    RUN,
+    RUNNING,
+    SETTLED,
+    Approvals,
+    Step,
+    public_view,
+    settled_result,
+)
+from agentkit.policy.budget import Budget
+from agentkit.policy.calls import ApprovedRun, Call
+from agentkit.policy.effects import PROTECT, Steps
+from agentkit.policy.events import Observers
+from agentkit.policy.once import once
+from agentkit.policy.results import finish, outcome
+from agentkit.policy.stores.algorithm import Claim, StoreError
+from agentkit.policy.writes import Writes
+
+__all__ = ["IrreversibleWrites"]
+
+log = logging.getLogger("agentkit")
+
+_IRREVERSIBLE = Effect.IRREVERSIBLE_WRITE.value
+
+
+class IrreversibleWrites:
+    """The steps of an irreversible write: the approval asked for, approved (one run) or
+    denied, and the approvals still waiting."""
+
+    __slots__ = ("approvals", "budget", "context", "observers", "registry", "store", "writes")
+
+    def __init__(self, registry: ToolRegistry, store: Any, budget: Budget, context: CallContext,
+                 approvals: Approvals, observers: Observers, writes: Writes) -> None:
+        self.registry = registry
+        self.store = store
+        self.budget = budget
+        self.context = context
+        self.approvals = approvals
+        self.observers = observers
+        self.writes = writes
+
+    def ask(self, call: Call) -> Steps[dict[str, Any]]:
+        """The first call of an irreversible write: open (or find) its approval; nothing runs.
+        With the budget spent no person is asked: ``budget_exhausted``."""
+        spec = call.spec
+        yield PROTECT
+        if not self.budget.can_spend(spec.effect):
+            call.event("refused", outcome=ErrorCode.BUDGET_EXHAUSTED.value)
+            return finish(failure(ErrorCode.BUDGET_EXHAUSTED), 0, False, _IRREVERSIBLE)
+        try:
+            record = yield from self.approvals.open(call.key, call.fingerprint, spec.name,
+                                                    call.arguments, self.context)
+        except StoreError as exc:
+            log.error("%s %s: the store failed, no approval opened: %s", call.call_id, spec.name, exc)
+            call.event("refused", outcome=ErrorCode.BUSY.value)
+            return _busy()
+        if record["fingerprint"] != call.fingerprint:
+            call.event("refused", outcome=ErrorCode.IDEMPOTENCY_CONFLICT.value)
+            return finish(failure(ErrorCode.IDEMPOTENCY_CONFLICT), 0, False, _IRREVERSIBLE)
+        if record["state"] == SETTLED:
+            return self._replay_settled(call.call_id, spec.name, settled_result(record),
+                                        call.started)
+        if record["state"] == RUNNING:
+            return finish(failure(ErrorCode.IN_PROGRESS), 0, False, _IRREVERSIBLE)
+        call.event("approval_asked", approval_id=record["approval_id"],
+                   outcome=ErrorCode.APPROVAL_REQUIRED.value)
+        asked = failure(ErrorCode.APPROVAL_REQUIRED, approval_id=record["approval_id"])
+        return finish(asked, 0, False, _IRREVERSIBLE)
+
+    def approve(self, approval_id: Any, call_id: str) -> Steps[dict[str, Any]]:
+        """Run the one call this approval was asked for, once; again returns the same result.
+
+        The state machine (:mod:`agentkit.policy.approvals`) decides whether this approver
+        runs it; the run goes through the idempotency store, so an approver that died mid-run
+        is recovered by the status lookup (or ``outcome_unknown``), never simply run again.
+        A store that cannot be used answers ``busy``: nothing ran.
+        """
+        started = time.monotonic()
+        yield PROTECT
+        tool, effect = yield from self._named(approval_id)
+        body = self._approve(approval_id, call_id, started)
+        return (yield from _framed(body, "approve", call_id, tool, effect, started, self.observers))
+
+    def _approve(self, approval_id: Any, call_id: str, started: float) -> Steps[dict[str, Any]]:
+        prepared: list[Call] = []
+        try:
+            step = yield from self.approvals.begin(
+                approval_id, lambda record: self._prepare(call_id, record, prepared, started))
+            if step.action != RUN:
+                return self._answer_approval(call_id, approval_id, step, started)
+            assert step.record is not None and prepared
+            call, record = prepared[-1], step.record
+            result = yield from self._run_approved(call, record)
+        except StoreError as exc:
+            log.error("%s approve %s: the store failed before anything ran: %s",
+                      call_id, safe_name(approval_id), exc)
+            return _busy()
+        settled = finish({k: v for k, v in result.items() if k != "replayed"}, call.attempts,
+                         False, _IRREVERSIBLE)
+        try:
+            if (yield from self.approvals.finish(record, settled, ran=call.attempts > 0)):
+                call.event("approval_settled", approval_id=record["approval_id"],
+                           outcome=outcome(settled))
+        except StoreError as exc:  # the run's outcome is known and returned; the record waits
+            log.error("%s %s: the approval could not be settled in the store: %s",
+                      call_id, call.spec.name, exc)
+        return finish(result, call.attempts, bool(result.get("replayed")), _IRREVERSIBLE)
+
+    def deny(self, approval_id: Any, call_id: str) -> Steps[dict[str, Any]]:
+        """Settle a pending approval as ``forbidden``: nothing runs, now or later."""
+        started = time.monotonic()
+        yield PROTECT
+        tool, effect = yield from self._named(approval_id)
+        body = self._deny(approval_id, call_id, started)
+        return (yield from _framed(body, "deny", call_id, tool, effect, started, self.observers))
+
+    def _deny(self, approval_id: Any, call_id: str, started: float) -> Steps[dict[str, Any]]:
+        denied = finish(failure(ErrorCode.FORBIDDEN), 0, False, _IRREVERSIBLE)
+        try:
+            step = yield from self.approvals.deny(approval_id, denied)
+        except StoreError as exc:
+            log.error("%s deny %s: the store failed: %s", call_id, safe_name(approval_id), exc)
+            return _busy()
+        if step.action == DENIED:
+            assert step.record is not None
+            self._tell("approval_settled", call_id, step.record["tool"], _IRREVERSIBLE, started,
+                       approval_id=step.record["approval_id"], outcome=ErrorCode.FORBIDDEN.value)
+            return dict(denied)
+        if step.action == REPLAY:
+            assert step.record is not None and step.result is not None
+            return self._replay_settled(call_id, step.record["tool"], step.result, started)
+        assert step.result is not None
+        return finish(step.result, 0, False, _IRREVERSIBLE)
+
+    def pending(self) -> Steps[list[dict[str, Any]]]:
+        """What a person is shown of every approval still waiting in the store."""
+        return [public_view(record) for record in (yield from self.approvals.pending())]
+
+    def _named(self, approval_id: Any) -> Steps[tuple[str, str]]:
+        """The tool and effect an approval id names (for its call's first event)."""
+        try:
+            record = yield from self.approvals.read(approval_id)
+        except StoreError:
+            record = None  # the operation itself will meet the store's failure and say busy
+        if record is None:
+            return safe_name(approval_id), ""
+        return str(record.get("tool", "")), _IRREVERSIBLE
+
+    def _prepare(self, call_id: str, record: dict[str, Any], prepared: list[Call],
+                 started: float) -> tuple[dict[str, Any] | None, float]:
+        """Check an approved call again before it runs (the tool or the caller's rights may
+        have changed since it was asked for): a refusal, or None and the run's lease."""
+        entry, checked, refusal = preflight(
+            self.registry, record["tool"], record["arguments"], self.context, call_id
+        )
+        if refusal is not None:
+            return refusal, 0.0
+        assert entry is not None and checked is not None
+        call = ApprovedRun(call_id, entry, checked, self.observers, started, record["key"],
+                           record["fingerprint"])
+        prepared.append(call)
+        return None, self.writes.lease(call)
+
+    def _run_approved(self, call: Call, record: dict[str, Any]) -> Steps[dict[str, Any]]:
+        """The one run of an approved irreversible write, under its key's claim."""
+        result = yield from once(
+            self.store, record["key"], record["fingerprint"], self.writes.lease(call),
+            run=lambda mine: self._irreversible_attempt(call, mine),
+            recover=self.writes.recoverer(call), full_sync=True, keep_unknown_live=True,
+        )
+        if result.get("replayed"):
+            call.event("replay", outcome=outcome(result))
+        return result
+
+    def _irreversible_attempt(self, call: Call, mine: Claim) -> Steps[dict[str, Any]]:
+        """The one attempt (max_attempts is 1), and after a doubt the status lookup (rev 3):
+        never ``transient_failure`` for a call that may have landed; never retryable."""
+        result = yield from self.writes.attempts(call, mine)
+        return result if result["ok"] else {**result, "retryable": False}
+
+    def _answer_approval(self, call_id: str, approval_id: Any, step: Step,
+                         started: float) -> dict[str, Any]:
+        """Announce an approval decision that ran nothing."""
+        assert step.result is not None
+        tool = step.record["tool"] if step.record else safe_name(approval_id)
+        if step.action == REPLAY:
+            return self._replay_settled(call_id, tool, step.result, started)
+        code = step.result.get("error", "")
+        if step.action == REFUSED:
+            self._tell("refused", call_id, tool, _IRREVERSIBLE, started, outcome=code)
+        elif code != ErrorCode.IN_PROGRESS.value:  # unknown, expired: the answer is final
+            effect = _IRREVERSIBLE if step.record else ""
+            self._tell("approval_settled", call_id, tool, effect, started,
+                       approval_id=safe_name(approval_id), outcome=code)
+        return finish(step.result, 0, False, _IRREVERSIBLE)
+
+    def _replay_settled(self, call_id: str, tool: str, result: dict[str, Any],
+                        started: float) -> dict[str, Any]:
+        self._tell("replay", call_id, tool, _IRREVERSIBLE, started, outcome=outcome(result))
+        return finish(result, 0, True, _IRREVERSIBLE)
+
+    def _tell(self, kind: str, call_id: str, tool: str, effect: str, started: float, *,
+              outcome: str, approval_id: str = "") -> None:
+        """Tell the observers an event of a step that has no :class:`Call` (of the operation
+        that began at ``started``)."""
+        self.observers.emit(kind, call_id, tool, effect, time.monotonic(),
+                            outcome=outcome, approval_id=approval_id, since=started)
+
+
+def _framed(body: Steps[dict[str, Any]], operation: str, call_id: str, tool: str, effect: str,
+            started: float, observers: Observers) -> Steps[dict[str, Any]]:
+    """An approval's operation between its ``call_started`` and ``call_ended`` events; the
+    ending is announced even when the caller is interrupted or cancelled (then as ``busy``:
+    what the person learns is that the decision may not have been recorded). A model's call
+    has its own frame, :meth:`agentkit.policy.steps.Policy.call`."""
+    observers.emit("call_started", call_id, tool, effect, started, operation=operation)
+    try:
+        result = yield from body
+    except GeneratorExit:
+        raise
+    except BaseException:
+        observers.emit("call_ended", call_id, tool, effect, time.monotonic(),
+                       operation=operation, result=_busy())
+        raise
+    observers.emit("call_ended", call_id, tool, effect, time.monotonic(),
+                   operation=operation, result=result)
+    return result
+
+
+def _busy() -> dict[str, Any]:
+    return finish(failure(ErrorCode.BUSY), 0, False, _IRREVERSIBLE)

@@ -1,0 +1,196 @@
+"""Reversible writes: one key per business intent, and after any doubt, ask before acting again.
+
+A **reversible write** runs under an idempotency key that names the business intent (the
+tool's ``idempotency_key``, or the task, the tool and the arguments). A completed key replays
+its stored result (:mod:`agentkit.policy.once`). After a disconnect or a timeout the policy
+first asks the tool's status lookup whether the write already took effect: done → the receipt
+is the result; not done → retry with the same key (never beside a timed-out attempt that is
+still running, whose "not done" proves nothing); unknown, or no lookup → ``outcome_unknown``,
+and it never rewrites blindly. ``busy`` (nothing ran) is simply tried again.
+
+An approved irreversible write (:mod:`agentkit.policy.irreversible`) runs through the same
+steps with one attempt: :meth:`Writes.attempts` under its key's claim, the status lookup
+after a doubt, the claim's lease from :meth:`Writes.lease`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from agentkit.boundary.attempt import Attempt
+from agentkit.boundary.canonical import canonical_json
+from agentkit.boundary.context import CallContext
+from agentkit.boundary.errors import ErrorCode, failure
+from agentkit.boundary.invoke import renderer
+from agentkit.boundary.registry import ToolRegistry
+from agentkit.boundary.spec import Effect
+from agentkit.boundary.workers import WorkerUnavailable
+from agentkit.policy.backoff import Backoff
+from agentkit.policy.budget import Budget
+from agentkit.policy.calls import Call, one_attempt
+from agentkit.policy.effects import PROTECT, AskLookup, Pause, Steps, StoreStep, WhenDone
+from agentkit.policy.once import once
+from agentkit.policy.results import finish, outcome
+from agentkit.policy.stores.algorithm import Claim, Result, StoreError
+
+__all__ = ["Writes"]
+
+log = logging.getLogger("agentkit")
+
+_UNSURE = {ErrorCode.TRANSIENT_FAILURE.value, ErrorCode.OUTCOME_UNKNOWN.value}
+_REVERSIBLE = Effect.REVERSIBLE_WRITE.value
+
+
+class Writes:
+    """The steps of a write: its key, its attempts under the key's claim, the status lookup."""
+
+    __slots__ = ("backoff", "budget", "context", "registry", "store")
+
+    def __init__(self, registry: ToolRegistry, store: Any, budget: Budget, context: CallContext,
+                 backoff: Backoff) -> None:
+        self.registry = registry
+        self.store = store
+        self.budget = budget
+        self.context = context
+        self.backoff = backoff
+
+    def keys(self, call: Call) -> bool:
+        """Set the call's idempotency key and the payload's fingerprint, from one canonical
+        text of the arguments (the fingerprint's text is that of ``{"arguments": …, "tool":
+        …}``). False, logged and told as ``refused``, when the tool's ``idempotency_key``
+        raised: nothing may run without a key."""
+        spec = call.spec
+        try:
+            text = canonical_json(call.arguments)
+            if spec.idempotency_key is not None:
+                call.key = str(spec.idempotency_key(self.context, call.arguments))
+            else:
+                call.key = f"{self.context.task_id}:{spec.name}:{_sha256(text)}"
+            call.fingerprint = _sha256(f'{{"arguments":{text},"tool":{canonical_json(spec.name)}}}')
+        except Exception:
+            log.exception("%s %s: idempotency_key failed", call.call_id, spec.name)
+            call.event("refused", outcome=ErrorCode.TOOL_FAILURE.value)
+            return False
+        return True
+
+    def reversible(self, call: Call) -> Steps[dict[str, Any]]:
+        """A reversible write's call: run once under its key, or replay the key's result."""
+        yield PROTECT
+        result = yield from once(
+            self.store, call.key, call.fingerprint, self.lease(call),
+            run=lambda mine: self.attempts(call, mine),
+            recover=self.recoverer(call), keep_unknown_live=True,
+        )
+        replayed = bool(result.get("replayed"))
+        if replayed:
+            call.event("replay", outcome=outcome(result))
+        elif call.number == 0 and not result["ok"]:
+            call.event("refused", outcome=result["error"])
+        return finish(result, call.attempts, replayed, _REVERSIBLE)
+
+    def attempts(self, call: Call, mine: Claim) -> Steps[dict[str, Any]]:
+        """Inside the key's claim: attempt, and after any doubt ask before acting again."""
+        spec = call.spec
+        max_attempts = spec.max_attempts
+        for number in range(1, max_attempts + 1):
+            result, attempt = yield from one_attempt(call, self.budget)
+            if attempt is None or result["ok"]:
+                return result
+            code = result["error"]
+            if code == ErrorCode.BUSY.value:  # nothing ran: safe to try again
+                if number < max_attempts:
+                    yield Pause(self.backoff.delay(number))
+                    continue
+                return result
+            if code not in _UNSURE:
+                return result
+            if spec.status_lookup is None:
+                return (yield from self._unknown(call, mine, attempt))
+            yield Pause(self.backoff.delay(number))
+            # Decided before the lookup starts: a write that lands while the lookup runs would
+            # make its "not done" stale, so "not done" counts only if the attempt had already
+            # returned when the lookup began.
+            returned_before_lookup = not attempt.running
+            status, receipt = yield from self._lookup(call)
+            if status == "done":
+                assert receipt is not None
+                return receipt
+            if status == "not_done" and returned_before_lookup:
+                if number < max_attempts:
+                    continue
+                # Known not done, attempts used up: a plain failure, safe to ask again later.
+                return failure(ErrorCode.TRANSIENT_FAILURE)
+            return (yield from self._unknown(call, mine, attempt))
+        return failure(ErrorCode.TRANSIENT_FAILURE)  # not reached: the loop always returns
+
+    def recoverer(self, call: Call) -> Callable[[], Steps[Result | None]] | None:
+        """For a stale claim (its owner died mid-write): the status lookup decides."""
+        if call.spec.status_lookup is None:
+            return None
+
+        def recover() -> Steps[Result | None]:
+            status, receipt = yield from self._lookup(call)
+            if status == "unknown":
+                raise RuntimeError("status unknown")
+            return receipt
+
+        return recover
+
+    def lease(self, call: Call) -> float:
+        """The claim must outlive the owner's worst case: every attempt, lookup and pause."""
+        spec = call.spec
+        return spec.max_attempts * (2 * spec.timeout_seconds + self.backoff.cap) + spec.timeout_seconds
+
+    def _unknown(self, call: Call, mine: Claim, attempt: Attempt) -> Steps[dict[str, Any]]:
+        """End a write as ``outcome_unknown``. The key's claim stays (nothing may rewrite
+        blindly), and goes stale the moment our attempt has really returned, so that the
+        next caller asks the status lookup instead of hearing ``in_progress`` for a lease."""
+        try:
+            yield WhenDone(attempt, StoreStep("abandon", (call.key, mine.token)))
+        except StoreError as exc:
+            # The claim keeps its lease; the next caller waits it out, then asks the lookup.
+            log.error("could not mark the claim on key %r stale: %s", call.key, exc)
+        return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
+
+    def _lookup(self, call: Call) -> Steps[tuple[str, dict[str, Any] | None]]:
+        """Ask the tool whether the write took effect: ``done`` (with the receipt as an ok
+        result), ``not_done`` or ``unknown``. Spends one budget unit."""
+        spec = call.spec
+        began = time.monotonic()
+        call.event("lookup_started", number=call.number, at=began)
+        if not self.budget.spend(spec.effect):
+            call.event("lookup_ended", number=call.number, outcome="budget_exhausted", since=began)
+            return "unknown", None
+        lookup = spec.status_lookup
+        assert lookup is not None
+        probe = Attempt(tool=spec.name, call_id=call.call_id)
+        render = renderer(self.registry, spec, call.call_id)
+        try:
+            status = yield AskLookup(lookup, call.arguments, spec.timeout_seconds, probe,
+                                     lambda value: None if value is None else render(value))
+        except WorkerUnavailable:
+            status = "busy"
+        receipt = None
+        if status != "finished":
+            found = "unknown"
+            log.warning("%s %s: status lookup gave no answer in time", call.call_id, spec.name)
+        elif probe.error is not None:
+            if not isinstance(probe.error, Exception):
+                raise probe.error
+            found = "unknown"
+            log.error("%s %s: status lookup failed", call.call_id, spec.name, exc_info=probe.error)
+        elif probe.value is None:
+            found = "not_done"
+        else:
+            found = "done"
+            receipt = dict(probe.value)  # rendered inside the lookup, like a handler's value
+        call.event("lookup_ended", number=call.number, outcome=found, since=began)
+        return found, receipt
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
