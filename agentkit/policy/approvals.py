@@ -183,6 +183,19 @@ class Approvals:
             return False
         return (yield from self.move(record, SETTLED, result))
 
+    def after_run(self, record: dict[str, Any], result: dict[str, Any] | None) -> Steps[bool]:
+        """Record, from a ``running`` record, what a run whose approver went away did once its
+        attempt returned (:meth:`finish` is for an approver that saw it end): nothing ran
+        (None) → ``pending``, not used up; a doubt (``outcome_unknown``) → still ``running``
+        but past its lease, so the next approver recovers it through the store (the status
+        lookup, or ``outcome_unknown``); anything else → ``settled`` with ``result``.
+        Returns whether the record moved."""
+        if result is None:
+            return (yield from self.move(record, PENDING))
+        if result.get("error") == ErrorCode.OUTCOME_UNKNOWN.value:
+            return (yield from self._swap(record, {**record, "running_until": 0.0}))
+        return (yield from self.move(record, SETTLED, result))
+
     def deny(self, approval_id: Any, result: dict[str, Any]) -> Steps[Step]:
         """A person refused: settle a pending approval with ``result`` (``forbidden``)."""
         record = yield from self.read(approval_id)
