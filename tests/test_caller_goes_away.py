@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -120,22 +119,38 @@ class Write:
 
 
 class Watch:
-    """The store's steps as they are made (on whatever thread), to wait for one."""
+    """The store's steps as they are made (on whatever thread, or awaited as the store's
+    async twin ``a<step>``), to wait for one."""
 
     def __init__(self, store: Any, *names: str) -> None:
         self.seen: list[str] = []
         self.changed = threading.Condition()
         for name in names:
             setattr(store, name, self._watched(name, getattr(store, name)))
+            twin = getattr(store, "a" + name, None)
+            if twin is not None:
+                setattr(store, "a" + name, self._awaited(name, twin))
+
+    def _saw(self, name: str) -> None:
+        with self.changed:
+            self.seen.append(name)
+            self.changed.notify_all()
 
     def _watched(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
         def step(*args: Any, **kwargs: Any) -> Any:
             try:
                 return method(*args, **kwargs)
             finally:
-                with self.changed:
-                    self.seen.append(name)
-                    self.changed.notify_all()
+                self._saw(name)
+
+        return step
+
+    def _awaited(self, name: str, twin: Callable[..., Any]) -> Callable[..., Any]:
+        async def step(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await twin(*args, **kwargs)
+            finally:
+                self._saw(name)
 
         return step
 
