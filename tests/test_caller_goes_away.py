@@ -1,5 +1,5 @@
-"""The caller goes away mid-write (issue 26; DESIGN §5, §7, §11): every way out of an
-attempt keeps the key's claim live while the attempt really runs.
+"""The caller goes away mid-write (issue 26; docs/design.md#drivers, #stores, #error-codes):
+every way out of an attempt keeps the key's claim live while the attempt really runs.
 
 A Ctrl-C (``KeyboardInterrupt``), a ``SystemExit`` from a signal handler, a cancelled task,
 an ``asyncio.run`` that ends while a sync handler still runs on its worker: the caller stops

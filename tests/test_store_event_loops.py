@@ -1,5 +1,5 @@
-"""PostgreSQL's async connections and the event loops that use them (issue 26; DESIGN §11;
-docs/design.md#stores, "Event loops").
+"""PostgreSQL's async connections and the event loops that use them (issue 26;
+docs/design.md#stores, "Event loops and connections"; #drivers).
 
 psycopg's async connections belong to one loop. A program that runs one ``asyncio.run`` per
 request, or two threads each with its own loop taking turns on one store, must return every
