@@ -26,8 +26,9 @@ from typing import Any
 import pytest
 from test_stores import Backend  # tests/ is on sys.path (pytest rootdir-relative import)
 
-from agentkit import ToolRegistry, ToolRunner, ToolSpec
+from agentkit import IdempotencyStore, ToolRegistry, ToolRunner, ToolSpec
 from agentkit.boundary import workers
+from agentkit.policy.stores import StoreError
 
 WAIT = 10.0  # generous: every wait below ends on an event long before this
 MAIN = threading.main_thread().ident
@@ -54,7 +55,7 @@ class Interrupt:
     def __init__(self, signum: int, error: type[BaseException]) -> None:
         self.signum, self.error = signum, error
         self.raised = False
-        self.gone = threading.Event()
+        self.gone, self.sending, self.stopped = threading.Event(), threading.Event(), threading.Event()
 
     def handle(self, signum: int, frame: Any) -> None:
         if not self.raised:
@@ -63,15 +64,21 @@ class Interrupt:
 
     def send(self) -> None:
         """From the handler's thread: until the caller has gone away."""
-        signal.pthread_kill(MAIN, self.signum)
-        while not self.gone.wait(0.02):
+        self.sending.set()
+        try:
             signal.pthread_kill(MAIN, self.signum)
+            while not self.gone.wait(0.02):
+                signal.pthread_kill(MAIN, self.signum)
+        finally:
+            self.stopped.set()
 
 
 def installed(way: Interrupt) -> Iterator[Interrupt]:
     previous = signal.signal(way.signum, way.handle)
     yield way
     way.gone.set()
+    if way.sending.is_set():  # no signal of ours may meet the handler restored below
+        assert way.stopped.wait(WAIT)
     signal.signal(way.signum, previous)
 
 
@@ -406,3 +413,26 @@ def test_an_approved_write_interrupted_before_it_started_stays_pending(
     assert [a["approval_id"] for a in runner.pending_approvals()] == [approval_id]
     result = runner.approve(approval_id)
     assert result["ok"] and result["attempts"] == 1 and write.calls == 1
+
+
+def test_a_store_failing_as_the_caller_leaves_never_replaces_the_interrupt(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The key is freed while the ``KeyboardInterrupt`` is on its way out; a store failing
+    right then is logged (with the key), and the interrupt still reaches the caller."""
+
+    class FailingDrop(IdempotencyStore):
+        def drop(self, key: str, mine: Any) -> None:
+            raise StoreError("memory store: disk on fire")
+
+    write = Write()
+    runner = ToolRunner(ToolRegistry([spec_of(write)]), store=FailingDrop())
+
+    def interrupted(task: Callable[[], None]) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(workers.POOL, "submit", interrupted)
+    with caplog.at_level("ERROR", logger="agentkit"), pytest.raises(KeyboardInterrupt):
+        runner.call("write", ARGS)
+    assert write.calls == 0
+    assert "could not be settled (drop)" in caplog.text and "disk on fire" in caplog.text

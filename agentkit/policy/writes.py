@@ -165,11 +165,7 @@ class Writes:
             if attempt is None or not attempt.started:
                 yield from settle()
                 return False
-            try:
-                yield WhenDone(attempt, settle)
-            except StoreError as exc:  # settled now, and the store failed: logged there
-                log.error("%s %s: could not settle the key %r: %s", call.call_id, call.tool,
-                          call.key, exc)
+            yield WhenDone(attempt, settle)
             return True
 
         return settle_claim
@@ -181,21 +177,31 @@ class Writes:
         """Record what the attempt of a call whose caller went away did (it has returned, or
         never started): its ok result (``complete``), a failure that proves nothing landed
         (``drop``), or a doubt (``abandon_claim``: stale, for the status lookup). Then
-        ``then`` with that result: None when nothing ran, ``outcome_unknown`` for a doubt."""
+        ``then`` with that result: None when nothing ran, ``outcome_unknown`` for a doubt.
+        A store that fails here is logged, never raised: these steps may run while the
+        caller's own interrupt is on its way out, which nothing may replace."""
         key = call.key
         result = _late_result(call, attempt)
+        if result is None or (not result["ok"] and result["error"] not in _UNSURE):
+            step = StoreStep("drop", (key, mine))
+        elif result["ok"]:
+            step = StoreStep("complete", (key, mine, result, full_sync))
+        else:
+            step = StoreStep("abandon_claim", (key, mine))
+            result = failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
         try:
-            if result is None or (not result["ok"] and result["error"] not in _UNSURE):
-                yield StoreStep("drop", (key, mine))
-            elif result["ok"]:
-                yield StoreStep("complete", (key, mine, result, full_sync))
-            else:
-                yield StoreStep("abandon_claim", (key, mine))
-                result = failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
+            yield step
+        except StoreError as exc:  # the claim keeps its lease; the lookup settles it later
+            log.error("%s %s: the key %r could not be settled (%s) after its caller went"
+                      " away: %s", call.call_id, call.tool, key, step.name, exc)
         finally:
             let_go(mine.token)
         if then is not None:
-            yield from then(result)
+            try:
+                yield from then(result)
+            except StoreError as exc:
+                log.error("%s %s: the approval of key %r could not be settled after its"
+                          " caller went away: %s", call.call_id, call.tool, key, exc)
 
     def lease(self, call: Call) -> float:
         """The claim must outlive the owner's worst case: every attempt, lookup and pause."""
