@@ -52,7 +52,8 @@ test-postgres: install
 	@pg_env="$$(tools/pg_cluster.sh start)" && trap 'tools/pg_cluster.sh stop' EXIT && \
 	eval "$$pg_env" && \
 	CI=true $(BIN)/python -m pytest tests/test_stores.py tests/test_store_runner.py \
-	    tests/test_store_migration.py -p no:cacheprovider
+	    tests/test_store_migration.py tests/test_store_event_loops.py \
+	    tests/test_caller_goes_away.py -p no:cacheprovider
 
 ## The MCP server through another implementation: the MCP Inspector's CLI (npx, from npm;
 ## needs Debian's nodejs and npm, which .ci/run installs). Skips without npx, except under CI.

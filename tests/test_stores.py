@@ -109,6 +109,46 @@ def pg_dsn() -> str:
     return PG_DSN
 
 
+class ServerLock:
+    """One test server, several pytest-xdist workers: a test holds this lock shared while it
+    uses the server, and a test that ends other sessions (a restart, ``pg_terminate_backend``
+    across the database) holds it exclusively, so the tests of another file, on another
+    worker, never lose their connections under it. An ``flock`` on a file named for the
+    DSN, one per process (a process's second holder only counts)."""
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        self.users = 0
+
+    def share(self) -> None:
+        import fcntl
+        import hashlib
+        import tempfile
+
+        if self.users == 0:  # (without a server to name, the lock guards nothing: harmless)
+            name = hashlib.sha256(PG_DSN.encode()).hexdigest()[:12]
+            self.fd = os.open(Path(tempfile.gettempdir()) / f"agentkit-pg-tests-{name}.lock",
+                              os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self.fd, fcntl.LOCK_SH)
+        self.users += 1
+
+    def take_all(self) -> None:
+        """From shared to exclusive, until this process's last holder lets go."""
+        import fcntl
+
+        assert self.fd is not None, "only a test that holds the server may take it all"
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def release(self) -> None:
+        self.users -= 1
+        if self.users == 0 and self.fd is not None:
+            os.close(self.fd)  # (closing the last descriptor ends the flock)
+            self.fd = None
+
+
+SERVER = ServerLock()
+
+
 class PgSchema:
     """A fresh schema per test (its own tables), reached through the DSN's search_path."""
 
@@ -116,11 +156,16 @@ class PgSchema:
         import psycopg
         from psycopg.conninfo import make_conninfo
 
-        base = pg_dsn()
+        SERVER.share()  # released by drop(); first: a restart may be under way
         self.name = f"t_{os.urandom(6).hex()}"
-        self.admin = psycopg.connect(base, autocommit=True)
-        self.admin.execute(f"CREATE SCHEMA {self.name}")
-        self.admin.execute(f"SET search_path = {self.name}")
+        try:
+            base = pg_dsn()
+            self.admin = psycopg.connect(base, autocommit=True)
+            self.admin.execute(f"CREATE SCHEMA {self.name}")
+            self.admin.execute(f"SET search_path = {self.name}")
+        except BaseException:  # a skip included
+            SERVER.release()
+            raise
         self.dsn = make_conninfo(base, options=f"-c search_path={self.name}")
 
     def execute(self, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -130,10 +175,13 @@ class PgSchema:
     def drop(self) -> None:
         import psycopg
 
-        if self.admin.closed:  # a test that restarts the server closed it first
-            self.admin = psycopg.connect(pg_dsn(), autocommit=True)
-        self.admin.execute(f"DROP SCHEMA {self.name} CASCADE")
-        self.admin.close()
+        try:
+            if self.admin.closed:  # a test that restarts the server closed it first
+                self.admin = psycopg.connect(pg_dsn(), autocommit=True)
+            self.admin.execute(f"DROP SCHEMA {self.name} CASCADE")
+            self.admin.close()
+        finally:
+            SERVER.release()
 
 
 class Backend:
@@ -1149,8 +1197,10 @@ def own_pg_cluster() -> None:
 
 
 def pg_cluster(command: str) -> None:
-    """Restart, stop or start the test server (it must be tools/pg_cluster.sh's)."""
+    """Restart, stop or start the test server (it must be tools/pg_cluster.sh's), holding it
+    exclusively (no other worker's test is using it meanwhile)."""
     own_pg_cluster()
+    SERVER.take_all()
     subprocess.run([str(PG_CLUSTER), command], check=True, capture_output=True, timeout=120)
 
 
@@ -1248,6 +1298,7 @@ def test_pg_lease_deadlines_come_from_the_database_clock(pg: Backend) -> None:
 
 
 def test_pg_killed_connections_are_replaced_before_the_next_call(pg: Backend) -> None:
+    SERVER.take_all()  # it ends every session of the database
     store, op = pg(), Op(OK, OK)
     assert store.run_once("a", op, "fp") == OK
     # The store's sessions end (and their sockets close) before the function returns.
@@ -1261,6 +1312,7 @@ def test_pg_killed_connections_are_replaced_before_the_next_call(pg: Backend) ->
 
 
 def test_pg_a_connection_killed_mid_call_is_busy_or_ok_never_an_error(pg: Backend) -> None:
+    SERVER.take_all()  # it ends every session of the database
     store, op = pg(pool_size=1), Op(OK, OK)  # one connection: both steps of a call share it
     assert store.run_once("a", op, "fp") == OK
     pg.sql(  # no wait: the next call may find its connection dying under it
