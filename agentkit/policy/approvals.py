@@ -10,9 +10,14 @@ restarted kernel, the CLI, another host) sees the approvals an earlier one opene
 States::
 
     pending ──approve──▶ running ──(the write ran, ok or not)──▶ settled
-       │                    └──(refused before anything ran)──▶ pending
+       │                    ├──(refused, or its approver left, before anything ran)──▶ pending
+       │                    └──(its approver left, and it ended in doubt)──▶ running, due
        ├──deny / the call became invalid──▶ settled (forbidden)
        └──time-to-live passed──▶ expired
+
+A run whose approver went away (an interrupt, a loop that ended) stays ``running`` while its
+attempt runs, and is settled when the attempt returns (:meth:`Approvals.after_run`); one left
+"due" is recovered by the next approval through the store (the status lookup).
 
 Every move is a compare-and-swap on the record's state in the store, so two approvers (or an
 approver and a denier) racing on one id cannot both win; opening is one atomic
