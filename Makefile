@@ -101,6 +101,7 @@ test-postgres: install
 	CI=true $(BIN)/python -m pytest tests/policy/test_stores.py tests/policy/test_store_runner.py \
 	    tests/policy/test_store_migration.py tests/policy/test_store_operations.py \
 	    tests/policy/test_store_outage_log.py tests/faces/test_keys_cli.py \
+	    tests/policy/test_store_event_loops.py tests/policy/test_caller_goes_away.py \
 	    tests/faces/test_face_langgraph_restarts.py -p no:cacheprovider
 
 ## The MCP server through another implementation: the MCP Inspector's CLI (npx, from npm;

@@ -234,6 +234,11 @@ def run_limited(
 
     Worst case for the caller: up to ``timeout`` waiting for a slot, then up to ``timeout``
     for the handler (and ``finish``): 2 × ``timeout_seconds`` in all.
+
+    A caller interrupted while it waits (``KeyboardInterrupt``, ``SystemExit``) gets the
+    exception as it came; the attempt is cancelled if it had not started (it never runs),
+    and one that had started runs on to its end, as after a timeout (``attempt.done`` tells
+    when: the policy keeps the write's claim live until then).
     """
     if slot is not None and not slot.acquire(timeout=timeout):
         return "busy"
@@ -254,7 +259,12 @@ def run_limited(
             workers.POOL.submit(partial(_work, attempt, context, handler, arguments, timeout, slot, finish, None))
         except WorkerUnavailable:
             return _no_worker(attempt, slot)
-    attempt.done.wait(timeout)
+    try:
+        attempt.done.wait(timeout)
+    except BaseException:  # the caller was interrupted (KeyboardInterrupt, SystemExit)
+        with attempt.lock:  # an attempt not yet started never runs; one that has runs on
+            _give_up_unstarted(attempt, slot)
+        raise
     return _waited(attempt, slot)
 
 

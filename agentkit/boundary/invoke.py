@@ -169,11 +169,16 @@ def _pipeline(
 
 
 def execute(
-    registry: ToolRegistry, entry: RegisteredTool, checked: dict[str, Any], call_id: str
+    registry: ToolRegistry, entry: RegisteredTool, checked: dict[str, Any], call_id: str,
+    attempt: Attempt | None = None,
 ) -> tuple[dict[str, Any], Attempt]:
-    """The stages after authorization: limits, handler, redact/truncate, stable error."""
+    """The stages after authorization: limits, handler, redact/truncate, stable error.
+
+    ``attempt`` is the record to run it in, when the caller made it beforehand (the policy
+    does: it must know the attempt even when the wait is interrupted); else a new one."""
     spec = entry.spec
-    attempt = Attempt(tool=spec.name, call_id=call_id)
+    if attempt is None:
+        attempt = Attempt(tool=spec.name, call_id=call_id)
     status = run_limited(
         spec.handler,
         checked,
@@ -186,7 +191,8 @@ def execute(
 
 
 async def aexecute(
-    registry: ToolRegistry, entry: RegisteredTool, checked: dict[str, Any], call_id: str
+    registry: ToolRegistry, entry: RegisteredTool, checked: dict[str, Any], call_id: str,
+    attempt: Attempt | None = None,
 ) -> tuple[dict[str, Any], Attempt]:
     """:func:`execute` for a caller on an event loop: the same result dict and the same
     :class:`Attempt` (started, running, done callbacks, ``mark_landed``), under the same
@@ -196,10 +202,12 @@ async def aexecute(
     and holds no thread while it awaits; a sync handler runs on a worker thread (two
     hand-offs). A large value (:func:`renders_large`) is rendered on a worker, never on the
     loop. Raises only ``CancelledError``, when the awaiting task itself is cancelled (the
-    attempt then ends as a sync caller that gave up would leave it).
+    attempt then ends as a sync caller that gave up would leave it). ``attempt``: as for
+    :func:`execute`.
     """
     spec = entry.spec
-    attempt = Attempt(spec.name, call_id)
+    if attempt is None:
+        attempt = Attempt(spec.name, call_id)
     if entry.coroutine and (entry.slot is None or entry.slot.acquire(blocking=False)):
         # The common case in one step less: no slot to wait for, the handler runs right here.
         status = await run_here(spec.handler, checked, attempt, spec.timeout_seconds, entry.slot,

@@ -10,9 +10,14 @@ restarted kernel, the CLI, another host) sees the approvals an earlier one opene
 States::
 
     pending ──approve──▶ running ──(the write ran, ok or not)──▶ settled
-       │                    └──(refused before anything ran)──▶ pending
+       │                    ├──(refused, or its approver left, before anything ran)──▶ pending
+       │                    └──(its approver left, and it ended in doubt)──▶ running, due
        ├──deny / the call became invalid──▶ settled (forbidden)
        └──time-to-live passed──▶ expired
+
+A run whose approver went away (an interrupt, a loop that ended) stays ``running`` while its
+attempt runs, and is settled when the attempt returns (:meth:`Approvals.after_run`); one left
+"due" is recovered by the next approval through the store (the status lookup).
 
 Every move is a compare-and-swap on the record's state in the store, so two approvers (or an
 approver and a denier) racing on one id cannot both win; opening is one atomic
@@ -191,6 +196,19 @@ class Approvals:
         if not ran and code in (ErrorCode.BUDGET_EXHAUSTED.value, ErrorCode.BUSY.value):
             yield from self.move(record, PENDING)
             return False
+        return (yield from self.move(record, SETTLED, result))
+
+    def after_run(self, record: dict[str, Any], result: dict[str, Any] | None) -> Steps[bool]:
+        """Record, from a ``running`` record, what a run whose approver went away did once its
+        attempt returned (:meth:`finish` is for an approver that saw it end): nothing ran
+        (None) → ``pending``, not used up; a doubt (``outcome_unknown``) → still ``running``
+        but past its lease, so the next approver recovers it through the store (the status
+        lookup, or ``outcome_unknown``); anything else → ``settled`` with ``result``.
+        Returns whether the record moved."""
+        if result is None:
+            return (yield from self.move(record, PENDING))
+        if result.get("error") == ErrorCode.OUTCOME_UNKNOWN.value:
+            return (yield from self._swap(record, {**record, "running_until": 0.0}))
         return (yield from self.move(record, SETTLED, result))
 
     def deny(self, approval_id: Any, result: dict[str, Any]) -> Steps[Step]:

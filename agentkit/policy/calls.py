@@ -66,6 +66,7 @@ class Call(RunAttempt):
         self.fingerprint = fingerprint  # the payload's identity, for writes
         self.number = 0  # steps that tried to run the handler (busy ones included)
         self.attempts = 0  # handler attempts that really started
+        self.attempt: Attempt | None = None  # the latest attempt asked for (RunAttempt)
 
     def event(self, kind: str, number: int = 0, outcome: str = "", handler_ran: bool = False,
               attempt: Attempt | None = None, approval_id: str = "",
@@ -98,6 +99,7 @@ def one_attempt(call: Call, budget: Budget) -> Steps[tuple[dict[str, Any], Attem
     if observers.live:  # (the trace needs no start event: see Listeners.live)
         observers.emit("attempt_started", call.call_id, call.tool, call.effect, began,
                        call.number, operation=call.operation)
+    call.attempt = Attempt(call.tool, call.call_id)
     try:
         result, attempt = yield call  # a RunAttempt
     except WorkerUnavailable:  # no thread for the handler: nothing ran
@@ -135,10 +137,16 @@ def no_worker(call: Call) -> tuple[dict[str, Any], Attempt]:
 
 
 def interrupted(call: Call, began: float) -> None:
-    """The caller went away mid-attempt (begun at ``began``): the handler may have run."""
-    call.attempts += 1
-    call.event("attempt_ended", number=call.number, outcome=ErrorCode.OUTCOME_UNKNOWN.value,
-               handler_ran=True, since=began)
+    """The caller went away mid-attempt (begun at ``began``): the handler may have run, and
+    may still be running (``call.attempt``); one that had not started never will (the
+    boundary cancelled it), and is told as ``busy``."""
+    attempt = call.attempt
+    ran = attempt is None or attempt.started
+    if ran:
+        call.attempts += 1
+    outcome = ErrorCode.OUTCOME_UNKNOWN.value if ran else ErrorCode.BUSY.value
+    call.event("attempt_ended", number=call.number, outcome=outcome, handler_ran=ran,
+               since=began)
 
 
 def runner_failed(call: Call | None) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from agentkit.policy.effects import (
     PROTECT,
     AskLookup,
     Invoke,
+    LateSteps,
     Pause,
     RunAttempt,
     Steps,
@@ -86,7 +87,8 @@ class SyncDriver:
             return getattr(self.store, effect.name)(*effect.args, **effect.kwargs)
         if isinstance(effect, RunAttempt):
             assert self.registry is not None
-            return execute(self.registry, effect.entry, effect.arguments, effect.call_id)
+            return execute(self.registry, effect.entry, effect.arguments, effect.call_id,
+                           effect.attempt)
         if kind is AskLookup:
             return run_limited(effect.lookup, effect.arguments, attempt=effect.probe,
                                timeout=effect.timeout, slot=None, finish=effect.finish)
@@ -95,10 +97,21 @@ class SyncDriver:
         if kind is Invoke:
             return effect.function()
         if kind is WhenDone:
-            return _when_done(effect, self.perform, self.store)
+            return self._when_done(effect)
         if effect is PROTECT:
             return None
         raise TypeError(f"not an effect: {effect!r}")
+
+    def _when_done(self, effect: WhenDone) -> None:
+        """Perform ``effect.then`` now if the attempt has returned, else when it does."""
+        then = effect.then
+        if effect.attempt.done.is_set():
+            if isinstance(then, StoreStep):
+                self.perform(then)
+            else:
+                self.run(then())
+            return
+        effect.attempt.add_done_callback(lambda: _quiet_store_step(self.store, then))
 
 
 def run_store_steps(store: Any, steps: Steps[T]) -> T:
@@ -106,20 +119,17 @@ def run_store_steps(store: Any, steps: Steps[T]) -> T:
     return SyncDriver(store).run(steps)
 
 
-def _when_done(effect: WhenDone, perform: Callable[[StoreStep], Any], store: Any) -> None:
-    """Perform ``effect.then`` now if the attempt has returned, else when it does."""
-    if effect.attempt.done.is_set():
-        perform(effect.then)
-        return
-    effect.attempt.add_done_callback(lambda: _quiet_store_step(store, effect.then))
-
-
-def _quiet_store_step(store: Any, step: StoreStep) -> None:
-    """A store step done from wherever a late attempt returned: nobody is left to tell."""
+def _quiet_store_step(store: Any, then: StoreStep | LateSteps) -> None:
+    """A store step (or steps of store steps) done from wherever a late attempt returned:
+    nobody is left to tell, so a failing store is logged."""
     try:
-        getattr(store, step.name)(*step.args, **step.kwargs)
+        if isinstance(then, StoreStep):
+            getattr(store, then.name)(*then.args, **then.kwargs)
+        else:
+            run_store_steps(store, then())
     except StoreError as exc:
-        log.error("store step %s failed after a late attempt returned: %s", step.name, exc)
+        name = then.name if isinstance(then, StoreStep) else "settle"
+        log.error("store step %s failed after a late attempt returned: %s", name, exc)
 
 
 class AsyncDriver:
@@ -158,7 +168,7 @@ class AsyncDriver:
                     try:
                         entry, call_id = effect.entry, effect.call_id
                         spec, slot = entry.spec, entry.slot
-                        attempt = Attempt(spec.name, call_id)
+                        attempt = effect.attempt or Attempt(spec.name, call_id)
                         if entry.coroutine and (slot is None or slot.acquire(blocking=False)):
                             status = await run_here(spec.handler, effect.arguments, attempt,
                                                     spec.timeout_seconds, slot,
@@ -166,7 +176,8 @@ class AsyncDriver:
                                                     renders_large)
                             value = conclude(entry, attempt, status, call_id), attempt
                         else:
-                            value = await aexecute(self.registry, entry, effect.arguments, call_id)
+                            value = await aexecute(self.registry, entry, effect.arguments,
+                                                   call_id, attempt)
                     except BaseException as exc:  # delivered into the step that asked
                         error = exc
                     continue
@@ -192,7 +203,8 @@ class AsyncDriver:
         if kind is StoreStep:
             return await self._store_step(effect)
         if isinstance(effect, RunAttempt):
-            return await aexecute(self.registry, effect.entry, effect.arguments, effect.call_id)
+            return await aexecute(self.registry, effect.entry, effect.arguments, effect.call_id,
+                                  effect.attempt)
         if kind is AskLookup:
             return await arun_limited(effect.lookup, effect.arguments, attempt=effect.probe,
                                       timeout=effect.timeout, slot=None, finish=effect.finish)
@@ -201,9 +213,12 @@ class AsyncDriver:
         if kind is Invoke:
             return await run_on_worker(effect.function)
         if kind is WhenDone:
+            then = effect.then
             if effect.attempt.done.is_set():
-                return await self._store_step(effect.then)
-            effect.attempt.add_done_callback(lambda: _off_this_loop(self.store, effect.then))
+                if isinstance(then, StoreStep):
+                    return await self._store_step(then)
+                return await self.drive(then())
+            effect.attempt.add_done_callback(lambda: _off_this_loop(self.store, then))
             return None
         if effect is PROTECT:
             return None
@@ -223,14 +238,16 @@ class AsyncDriver:
             raise StoreError(f"no worker thread for the store step {step.name}: {exc}") from exc
 
 
-def _off_this_loop(store: Any, step: StoreStep) -> None:
-    """A late attempt returned (on whatever thread): do the store step here, unless it may
-    block and this thread is running an event loop (then on a thread of its own)."""
+def _off_this_loop(store: Any, then: StoreStep | LateSteps) -> None:
+    """A late attempt returned (on whatever thread): do the store step(s) here, unless they
+    may block and this thread is running an event loop (then on a thread of their own). The
+    sync steps are used even for a store with async twins: the loop that awaited the
+    attempt may have ended since."""
     if getattr(store, "blocking", True) and _running_a_loop():
-        threading.Thread(target=_quiet_store_step, args=(store, step), daemon=True,
+        threading.Thread(target=_quiet_store_step, args=(store, then), daemon=True,
                          name="agentkit-late-store-step").start()
         return
-    _quiet_store_step(store, step)
+    _quiet_store_step(store, then)
 
 
 def _running_a_loop() -> bool:

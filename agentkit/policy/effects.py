@@ -24,6 +24,7 @@ __all__ = [
     "PROTECT",
     "AskLookup",
     "Invoke",
+    "LateSteps",
     "Pause",
     "Protect",
     "RunAttempt",
@@ -42,14 +43,22 @@ class RunAttempt:
     """One handler attempt through the boundary. Answer: ``(result dict, Attempt)``.
 
     The policy's own record of a call (:class:`agentkit.policy.calls.Call`) is one: a call
-    asks for an attempt of itself, and no request object is made per attempt."""
+    asks for an attempt of itself, and no request object is made per attempt.
 
-    __slots__ = ("arguments", "call_id", "entry")
+    ``attempt`` is the :class:`~agentkit.boundary.attempt.Attempt` the driver runs, made by
+    the policy before it asks (None: the driver makes one). The steps keep it whatever
+    happens at the ``yield``: when the caller goes away mid-attempt (an interrupt, a
+    cancelled task, a loop that ends) the handler may still be running, and the policy must
+    keep the key's claim live until it really returns (docs/design.md#drivers)."""
 
-    def __init__(self, entry: RegisteredTool, arguments: dict[str, Any], call_id: str) -> None:
+    __slots__ = ("arguments", "attempt", "call_id", "entry")
+
+    def __init__(self, entry: RegisteredTool, arguments: dict[str, Any], call_id: str,
+                 attempt: Attempt | None = None) -> None:
         self.entry = entry
         self.arguments = arguments
         self.call_id = call_id
+        self.attempt = attempt
 
     def __repr__(self) -> str:
         return f"RunAttempt({self.entry.spec.name!r}, call_id={self.call_id!r})"
@@ -91,14 +100,20 @@ class Invoke:
     function: Callable[[], Any]
 
 
+#: Steps made once an attempt has returned, that ask only for store steps (``WhenDone``).
+LateSteps = Callable[[], "Steps[Any]"]
+
+
 @dataclass(slots=True)
 class WhenDone:
-    """Perform ``then`` (a store step) once ``attempt``'s handler has really returned: now if
-    it has; otherwise later, from wherever it returns, where a failing store is only logged.
-    Answer: None (a ``StoreError`` of a step done now is thrown in)."""
+    """Perform ``then`` once ``attempt``'s handler has really returned: now if it has;
+    otherwise later, from wherever it returns, where a failing store is only logged.
+    ``then`` is one store step, or a function that makes steps asking only for store steps
+    (:data:`LateSteps`: what the attempt did decides them, so they are made when it has
+    returned). Answer: None (a ``StoreError`` of a step done now is thrown in)."""
 
     attempt: Attempt
-    then: StoreStep
+    then: StoreStep | LateSteps
 
 
 class Protect:

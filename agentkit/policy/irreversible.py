@@ -223,10 +223,22 @@ class IrreversibleWrites:
             self.store, record["key"], record["fingerprint"], self.writes.lease(call),
             run=lambda mine: self._irreversible_attempt(call, mine),
             recover=self.writes.recoverer(call), full_sync=True, keep_unknown_live=True,
+            interrupted=self.writes.interrupted(
+                call, full_sync=True, then=lambda late: self._settle_late(record, late)),
         )
         if result.get("replayed"):
             call.event("replay", outcome=outcome(result))
         return result
+
+    def _settle_late(self, record: dict[str, Any], result: dict[str, Any] | None) -> Steps[bool]:
+        """The approver went away mid-run (an interrupt, a loop that ended) and the run's
+        attempt has now returned, or never started: its approval records what it did, as
+        :meth:`_approve` would have (see :meth:`~agentkit.policy.approvals.Approvals.after_run`).
+        Until then the approval stayed ``running``: never run again beside its attempt."""
+        if result is not None and result.get("error") != ErrorCode.OUTCOME_UNKNOWN.value:
+            result = finish(result if result["ok"] else {**result, "retryable": False}, 1,
+                            False, _IRREVERSIBLE)
+        return (yield from self.approvals.after_run(record, result))
 
     def _irreversible_attempt(self, call: Call, mine: Claim) -> Steps[dict[str, Any]]:
         """The one attempt (max_attempts is 1), and after a doubt the status lookup (rev 3):

@@ -57,15 +57,20 @@ def once(
     full_sync: bool = False,
     keep_unknown_live: bool = False,
     on_claim: Callable[[str], None] | None = None,
+    interrupted: Callable[[Claim], Steps[bool]] | None = None,
 ) -> Steps[Result]:
     """The store's claim → run → complete, with recovery (docs/design.md#stores): ``run`` at
     most once per key. Each store step is one atomic section of the store (interface B).
 
     A store that fails before the claim gives ``busy`` (nothing ran); one that fails after
-    the run ``outcome_unknown``. ``run`` raising an ``Exception`` frees the key; anything else
-    (an interrupt, a cancellation) may have half-written, so the claim is kept and marked
-    stale for the lookup to settle. With ``keep_unknown_live`` an ``outcome_unknown`` run keeps
-    its claim live in this process until its attempt hands it back (``store.abandon``).
+    the run ``outcome_unknown``. ``run`` raising an ``Exception`` frees the key. Anything else
+    (an interrupt, a cancellation, a loop that ends) means the caller went away mid-run:
+    ``interrupted(claim)`` settles the claim, and says True when it stays live in this
+    process until the run's attempt really returns (its handler may still be running: a
+    claim held by a running attempt is never stale); without ``interrupted`` the claim is
+    kept and marked stale for the lookup to settle. The exception then goes on. With
+    ``keep_unknown_live`` an ``outcome_unknown`` run keeps its claim live in this process
+    until its attempt hands it back (``store.abandon``).
     """
     if not isinstance(key, str):
         raise TypeError("key must be a str")
@@ -95,7 +100,17 @@ def once(
             outcome = yield from _recover(key, mine, recover, full_sync)
             if outcome is not None:
                 return outcome
-        result = yield from _run(key, mine, run, full_sync)
+        try:
+            result = yield from _run(key, mine, run, full_sync)
+        except (GeneratorExit, Exception):
+            raise
+        except BaseException:  # the caller went away mid-run: the outcome is unknown
+            if interrupted is None:
+                yield from _quietly(StoreStep("abandon_claim", (key, mine)), key,
+                                    "the claim keeps its lease")
+            else:
+                keep_live = yield from interrupted(mine)
+            raise
         keep_live = keep_unknown_live and _is_unknown(result) and is_live(mine.token)
         return result
     finally:
@@ -138,10 +153,6 @@ def _run(key: str, mine: Claim, run: Callable[[Claim], Steps[Result]], full_sync
         raise
     except Exception:
         yield from _quietly(StoreStep("drop", (key, mine)), key, "the claim stays until its lease")
-        raise
-    except BaseException:
-        # Interrupted mid-write: the outcome is unknown, but nobody runs it any more.
-        yield from _quietly(StoreStep("abandon_claim", (key, mine)), key, "the claim keeps its lease")
         raise
     if is_ok(result):
         try:

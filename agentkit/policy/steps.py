@@ -40,6 +40,7 @@ import logging
 import time
 from typing import Any
 
+from agentkit.boundary.attempt import Attempt
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, failure
 from agentkit.boundary.invoke import preflight
@@ -136,6 +137,7 @@ class Policy:
                 call.effect = effect
                 call.key = call.fingerprint = ""
                 call.number = call.attempts = 0
+                call.attempt = None
                 budget = self.budget
                 number, max_attempts = 0, spec.max_attempts
                 while number < max_attempts:  # (a range() costs more than this whole test)
@@ -152,6 +154,7 @@ class Policy:
                     began = started if number == 1 else _monotonic()
                     if live:
                         observers.emit("attempt_started", call_id, tool, effect, began, number)
+                    call.attempt = Attempt(tool, call_id)
                     try:
                         result, attempt = yield call  # a RunAttempt
                     except WorkerUnavailable:  # no thread for the handler: nothing ran

@@ -19,13 +19,14 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from agentkit.boundary.attempt import Attempt
 from agentkit.boundary.canonical import canonical_json, intent_json
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, failure
-from agentkit.boundary.invoke import renderer
+from agentkit.boundary.invoke import conclude, renderer
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.boundary.spec import Effect
 from agentkit.boundary.workers import WorkerUnavailable
@@ -35,7 +36,7 @@ from agentkit.policy.calls import Call, one_attempt
 from agentkit.policy.effects import PROTECT, AskLookup, Pause, Steps, StoreStep, WhenDone
 from agentkit.policy.once import once
 from agentkit.policy.results import finish, outcome
-from agentkit.policy.stores.algorithm import Claim, Result, StoreError
+from agentkit.policy.stores.algorithm import Claim, Result, StoreError, let_go
 
 __all__ = ["Writes"]
 
@@ -85,6 +86,7 @@ class Writes:
             self.store, call.key, call.fingerprint, self.lease(call),
             run=lambda mine: self.attempts(call, mine),
             recover=self.recoverer(call), keep_unknown_live=True,
+            interrupted=self.interrupted(call),
         )
         replayed = bool(result.get("replayed"))
         if replayed:
@@ -142,6 +144,67 @@ class Writes:
 
         return recover
 
+    def interrupted(
+        self, call: Call, *, full_sync: bool = False,
+        then: Callable[[dict[str, Any] | None], Steps[Any]] | None = None,
+    ) -> Callable[[Claim], Steps[bool]]:
+        """For a caller that goes away while its write holds the key's claim (an interrupt, a
+        cancelled task, a loop that ends): the claim is settled by what the call's latest
+        attempt did, once it has really returned.
+
+        A claim held by an attempt that still runs in this process is never stale, so the
+        claim stays live (``in_progress`` to the next caller) until the handler returns;
+        then :meth:`_settle` records it: an ok value is stored (the next caller replays it),
+        a failure that proves nothing landed frees the key, a doubt marks the claim stale
+        for the status lookup. An attempt that never started frees the key at once (nothing
+        ran). ``then(result)`` follows with what was recorded (an approval's own record).
+        Says True when the claim stays live until the attempt returns.
+        """
+
+        def settle_claim(mine: Claim) -> Steps[bool]:
+            attempt = call.attempt
+            settle = partial(self._settle, call, mine, attempt, full_sync, then)
+            if attempt is None or not attempt.started:
+                yield from settle()
+                return False
+            yield WhenDone(attempt, settle)
+            return True
+
+        return settle_claim
+
+    def _settle(
+        self, call: Call, mine: Claim, attempt: Attempt | None, full_sync: bool,
+        then: Callable[[dict[str, Any] | None], Steps[Any]] | None,
+    ) -> Steps[None]:
+        """Record what the attempt of a call whose caller went away did (it has returned, or
+        never started): its ok result (``complete``), a failure that proves nothing landed
+        (``drop``), or a doubt (``abandon_claim``: stale, for the status lookup). Then
+        ``then`` with that result: None when nothing ran, ``outcome_unknown`` for a doubt.
+        A store that fails here is logged, never raised: these steps may run while the
+        caller's own interrupt is on its way out, which nothing may replace."""
+        key = call.key
+        result = _late_result(call, attempt)
+        if result is None or (not result["ok"] and result["error"] not in _UNSURE):
+            step = StoreStep("drop", (key, mine))
+        elif result["ok"]:
+            step = StoreStep("complete", (key, mine, result, full_sync))
+        else:
+            step = StoreStep("abandon_claim", (key, mine))
+            result = failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
+        try:
+            yield step
+        except StoreError as exc:  # the claim keeps its lease; the lookup settles it later
+            log.error("%s %s: the key %r could not be settled (%s) after its caller went"
+                      " away: %s", call.call_id, call.tool, key, step.name, exc)
+        finally:
+            let_go(mine.token)
+        if then is not None:
+            try:
+                yield from then(result)
+            except StoreError as exc:
+                log.error("%s %s: the approval of key %r could not be settled after its"
+                          " caller went away: %s", call.call_id, call.tool, key, exc)
+
     def lease(self, call: Call) -> float:
         """The claim must outlive the owner's worst case: every attempt, lookup and pause."""
         spec = call.spec
@@ -192,6 +255,20 @@ class Writes:
             receipt = dict(probe.value)  # rendered inside the lookup, like a handler's value
         call.event("lookup_ended", number=call.number, outcome=found, since=began)
         return found, receipt
+
+
+def _late_result(call: Call, attempt: Attempt | None) -> dict[str, Any] | None:
+    """What a returned attempt did, as the policy reads a result: None when it never started
+    (nothing ran); a doubt (``outcome_unknown``) when it gave no value (its deadline passed,
+    it raised a ``BaseException`` of its own)."""
+    if attempt is None or not attempt.started:
+        return None
+    error = attempt.error
+    if error is None and isinstance(attempt.value, dict):
+        return dict(attempt.value)  # rendered on the worker, inside the attempt
+    if isinstance(error, Exception):
+        return conclude(call.entry, attempt, "finished", call.call_id)
+    return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
 
 
 def _sha256(text: str) -> str:

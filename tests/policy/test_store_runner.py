@@ -203,3 +203,46 @@ def test_a_store_file_corrupted_under_a_running_kit_is_busy_not_a_crash(
     assert result["error"] == "busy" and result["retryable"] is True
     assert write.calls == 1  # b.md never ran
     assert str(path) in caplog.text and "not a database" in caplog.text
+
+
+@pytest.mark.parametrize("how", ["folder deleted", "file replaced"])
+def test_a_store_whose_file_is_gone_claims_nothing_more_and_a_new_store_starts_afresh(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, how: str
+) -> None:
+    """Issue 26: the folder of a running store deleted (or its file replaced by another).
+    SQLite would go on committing into the unlinked file, answering ``ok`` where no new
+    store on the path can see it, so the same write would run again through the new store.
+    The store notices before its next claim: ``busy`` (nothing ran), logged with the path."""
+    import asyncio
+    import shutil
+
+    folder = tmp_path / "state"
+    path = folder / "store.sqlite"
+    write = Write(hang=False)
+    old = SQLiteIdempotencyStore(path)
+    runner = runner_for(write, old)
+    assert runner.call("save", {"name": "a.md"})["ok"] is True
+    if how == "folder deleted":
+        shutil.rmtree(folder)
+    else:
+        SQLiteIdempotencyStore(tmp_path / "other.sqlite").close()
+        (tmp_path / "other.sqlite").replace(path)
+    with caplog.at_level("ERROR", logger="agentkit"):
+        refused = runner.call("save", {"name": "b.md"})
+        refused_async = asyncio.run(runner.acall("save", {"name": "b.md"}))
+    for result in (refused, refused_async):
+        assert result["error"] == "busy" and result["retryable"] is True
+        assert result["attempts"] == 0
+    assert write.calls == 1  # b.md never ran through the old store
+    assert str(path) in caplog.text
+    assert ("deleted" if how == "folder deleted" else "replaced") in caplog.text
+    fresh = SQLiteIdempotencyStore(path)  # a store on the (recreated) path works normally
+    again = runner_for(write, fresh)
+    assert again.call("save", {"name": "b.md"})["ok"] is True
+    assert again.call("save", {"name": "b.md"})["replayed"] is True
+    assert runner.call("save", {"name": "c.md"})["error"] == "busy"  # the old one, still
+    assert write.calls == 2  # a.md and b.md, once each
+    with pytest.raises(StoreError, match="open a new store"):
+        old.release("save:a.md")
+    old.close()
+    fresh.close()

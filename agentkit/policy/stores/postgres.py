@@ -46,13 +46,31 @@ Schema and connections
     one transaction guarded by an advisory lock, so workers that start at once create them
     once; the version is recorded in ``agentkit_schema``. Version 1's tables
     (``agentkit_results`` and ``agentkit_claims``) are migrated in place; a database whose
-    version is newer than this code knows is refused with a clear error. Connections come
-    from ``psycopg_pool`` pools (async ones for the ``a*`` twins). One the server has left
-    (a restart, ``pg_terminate_backend``) is recognised before use, without a round trip,
-    by its socket having something to read, and replaced: a restart costs the next call
-    only a reconnect. A server that cannot be reached makes ``run_once`` answer ``busy``
-    (logged with the address, never the password); a connection that dies during a call
-    makes that call ``busy`` before the claim, ``outcome_unknown`` after the operation ran.
+    version is newer than this code knows is refused with a clear error. The sync steps'
+    connections come from ``psycopg_pool`` pools; the async twins' from each event loop's
+    own (see "Event loops"). One the server has left (a restart, ``pg_terminate_backend``)
+    is recognised before use, without a round trip, by its socket having something to read,
+    and replaced: a restart costs the next call only a reconnect. A server that cannot be
+    reached makes ``run_once`` answer ``busy`` (logged with the address, never the
+    password); a connection that dies during a call makes that call ``busy`` before the
+    claim, ``outcome_unknown`` after the operation ran.
+
+Event loops
+    psycopg's async connections belong to the event loop that made them, so every live loop
+    that awaits the store (``acall``) has its own (per durability level, at most
+    ``pool_size`` open at once, idle ones kept for the next step), and they are closed with
+    the loop: the first step on a loop starts a small task that ``asyncio.run`` (or
+    ``asyncio.Runner``, Python 3.10 to 3.13) cancels with the loop's other leftover tasks as
+    it ends the loop, and that task closes the loop's connections right then. They run no
+    task of their own (psycopg_pool's async pool does, and a worker of it cancelled while it
+    connects swallows the cancellation, so ``asyncio.run`` never returned): a program that
+    runs one ``asyncio.run`` per request always returns, holds no async connection between
+    requests, and leaves no task pending. The server connections of one store are at most
+    ``pool_size`` per durability level for the sync steps and as many per live loop. A
+    store step still asked for while the loop ends (a call's cleanup, as its task is
+    cancelled) runs on a thread, through the sync pools. ``await store.aclose()`` closes
+    the store from async code (``close()`` from sync code); a loop ended some other way
+    (``loop.close()`` without cancelling its tasks) should await it first.
 
 Round trips
     A new key costs two round trips (the claim, the completion) and one WAL flush wait (the
@@ -65,6 +83,7 @@ Round trips
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import select
 import threading
@@ -72,6 +91,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentkit.boundary.errors import ErrorCode, failure
@@ -442,6 +462,108 @@ def _session(*, durable: bool, busy_timeout: float) -> tuple[str, str, str]:
     return ("on" if durable else "off", f"{lock_ms}ms", f"{4 * lock_ms}ms")
 
 
+class _AsyncConnections:
+    """One event loop's async connections at one durability level: at most ``size`` open at
+    once (a step waits up to ``timeout`` seconds for one), the idle ones kept for the next
+    step, none known dead handed out.
+
+    It runs no task of its own, and that is why it is not psycopg_pool's async pool: that
+    pool's workers and scheduler are tasks on the loop, which ``asyncio.run`` cancels with
+    every other task when it ends the loop; a worker caught while connecting swallows the
+    cancellation and waits for more work, so the loop never closes, and a pool whose
+    workers were cancelled cannot be closed any more (its ``close`` raises before it closes
+    its connections). Here a connection is made in the task of the step that needs it, so
+    a cancellation reaches that step, and closing is closing the idle connections."""
+
+    __slots__ = ("_connect", "_free", "_idle", "_timeout", "closed")
+
+    def __init__(self, connect: Callable[[], Awaitable[Any]], size: int, timeout: float) -> None:
+        import asyncio
+
+        self._connect = connect
+        self._idle: list[Any] = []
+        self._free = asyncio.Semaphore(size)
+        self._timeout = timeout
+        self.closed = False
+
+    async def get(self) -> Any:
+        """An idle connection, or a new one; raises ``asyncio.TimeoutError`` when none is
+        free within the timeout, and psycopg's error when a new one cannot connect."""
+        import asyncio
+
+        if self._free.locked():
+            await asyncio.wait_for(self._free.acquire(), self._timeout)
+        else:
+            await self._free.acquire()  # free: returns without suspending
+        try:
+            while self._idle:
+                conn = self._idle.pop()
+                if not _looks_dead(conn):
+                    return conn
+                await conn.close()
+            return await self._connect()
+        except BaseException:
+            self._free.release()
+            raise
+
+    async def put(self, conn: Any) -> None:
+        """Give a connection back: kept if it is usable and the set still open, else closed."""
+        from psycopg.pq import TransactionStatus
+
+        try:
+            if (self.closed or conn.closed or conn.broken
+                    or conn.info.transaction_status != TransactionStatus.IDLE):
+                await conn.close()
+            else:
+                self._idle.append(conn)
+        finally:
+            self._free.release()
+
+    async def close(self) -> None:
+        """Close the idle connections; those in use are closed as they are given back."""
+        self.closed = True
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await conn.close()
+
+
+class _LoopPools:
+    """One event loop's connections (by durability), and the task that closes them with it."""
+
+    __slots__ = ("closer", "ending", "pools")
+
+    def __init__(self) -> None:
+        self.pools: dict[bool, _AsyncConnections] = {}
+        self.closer: asyncio.Task[None] | None = None  # a strong reference: the loop's is weak
+        self.ending = False  # the loop is ending: its connections are closed, or closing
+
+
+class _LoopEnding(Exception):
+    """The running loop is ending (its connections closed with it): a store step still
+    asked for on it (a call's cleanup, run as ``asyncio.run`` cancels its tasks) runs on a
+    thread, through the sync pools."""
+
+
+_Twin = TypeVar("_Twin", bound=Callable[..., Awaitable[Any]])
+
+
+def _on_a_thread_if_the_loop_ends(twin: _Twin) -> _Twin:
+    """An async twin ``a<step>`` that, on a loop whose pools are closed with it, performs
+    the sync ``<step>`` on a thread instead (before it has sent anything)."""
+    name = twin.__name__[1:]
+
+    @functools.wraps(twin)
+    async def step(self: PostgresIdempotencyStore, *args: Any, **kwargs: Any) -> Any:
+        import asyncio
+
+        try:
+            return await twin(self, *args, **kwargs)
+        except _LoopEnding:
+            return await asyncio.to_thread(partial(getattr(self, name), *args, **kwargs))
+
+    return step  # type: ignore[return-value]
+
+
 class PostgresIdempotencyStore(OperableStore):
     """Durable and shared by the workers of several hosts (docs/design.md#stores); the
     database's clock decides every lease.
@@ -496,7 +618,9 @@ class PostgresIdempotencyStore(OperableStore):
         self._pools: dict[bool, psycopg_pool.ConnectionPool[Any]] = {}
         self._pool_pid = 0
         self._inherited: list[psycopg_pool.ConnectionPool[Any]] = []
-        self._apools: dict[bool, tuple[asyncio.AbstractEventLoop, Any]] = {}
+        # The async pools of each live event loop (psycopg's async connections belong to
+        # one loop), closed with their loop (see "Event loops" above).
+        self._apools: dict[asyncio.AbstractEventLoop, _LoopPools] = {}
         self._closed = False
 
     # ---- connections
@@ -732,66 +856,96 @@ class PostgresIdempotencyStore(OperableStore):
 
     # ---- async twins (interface B): psycopg's async pool, no thread parked on the network
 
-    async def _current_apool(self, durable: bool) -> Any:
+    def _loop_connections(self, durable: bool) -> _AsyncConnections:
+        """This loop's async connections of that durability, made on first use; the first of
+        a loop also starts the task that closes the loop's connections with it. Raises
+        :class:`_LoopEnding` once that task has run: the loop is ending."""
         import asyncio
 
-        from psycopg_pool import AsyncConnectionPool
-
-        if self._closed:
-            raise StoreError(f"{self.address}: the store is closed")
         loop = asyncio.get_running_loop()
-        found = self._apools.get(durable)
-        if found is not None and found[0] is loop:
-            return found[1]
-        settings = self._settings(durable)
+        with self._schema_lock:
+            if self._closed:
+                raise StoreError(f"{self.address}: the store is closed")
+            mine = self._apools.get(loop)
+            if mine is None:
+                # Forget the loops that have closed since (their connections closed with them,
+                # or, for a loop closed without cancelling its tasks, with the objects).
+                for gone in [other for other in self._apools if other.is_closed()]:
+                    del self._apools[gone]
+                mine = self._apools[loop] = _LoopPools()
+                mine.closer = loop.create_task(self._close_with(loop, mine),
+                                               name=f"agentkit {self.address} closer")
+            if mine.ending:
+                raise _LoopEnding
+            pool = mine.pools.get(durable)
+            if pool is None:
+                pool = mine.pools[durable] = _AsyncConnections(
+                    partial(self._aconnect, durable), self.pool_size,
+                    self.connect_timeout_seconds)
+            return pool
 
-        async def configure(conn: Any) -> None:
-            await conn.execute(_SESSION, settings)
-        pool: Any = AsyncConnectionPool(
-            self._dsn, min_size=1, max_size=self.pool_size, open=False,
-            kwargs=self._kwargs(), configure=configure, timeout=self.connect_timeout_seconds,
-            reconnect_timeout=0,
-            name=f"agentkit {self.address} async {'durable' if durable else 'relaxed'}",
-        )
-        await pool.open(wait=False)
-        self._apools[durable] = (loop, pool)  # a pool of an earlier loop is left to the GC
-        return pool
+    async def _aconnect(self, durable: bool) -> Any:
+        """A new async connection with the session settings of its durability level."""
+        import psycopg
+
+        conn = await psycopg.AsyncConnection.connect(self._dsn, **self._kwargs())
+        try:
+            await conn.execute(_SESSION, self._settings(durable))
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+    async def _close_with(self, loop: asyncio.AbstractEventLoop, mine: _LoopPools) -> None:
+        """Wait for the end of ``loop``, then close its connections.
+
+        ``asyncio.run`` (and ``asyncio.Runner``), on Python 3.10 to 3.13, cancels every task
+        still pending before it closes the loop, and waits for them: this task is one, and
+        its cancellation is the loop ending. From then on a store step on this loop runs on
+        a thread (see :class:`_LoopEnding`)."""
+        try:
+            await loop.create_future()  # nothing sets it: only a cancellation ends this wait
+        finally:
+            with self._schema_lock:
+                mine.ending = True
+                pools = list(mine.pools.values())
+            for pool in pools:
+                await pool.close()
 
     @asynccontextmanager
     async def _aconnection(self, durable: bool = True) -> AsyncIterator[Any]:
-        import psycopg
-        import psycopg_pool
+        """:meth:`_connection` on this loop's own connections; every psycopg error (a server
+        that cannot be reached included) is a StoreError."""
+        import asyncio
 
-        pool = await self._current_apool(durable)
-        for _ in range(self.pool_size + 1):
-            try:
-                conn = await pool.getconn()
-            except psycopg_pool.PoolTimeout as exc:
-                raise self._unreachable() from exc
-            if _looks_dead(conn):
-                _retired.add(conn)
-                await conn.close()
-                await pool.putconn(conn)
-                continue
-            break
-        else:
-            raise StoreError(f"{self.address}: every connection failed (server restarting?)")
+        import psycopg
+
+        pool = self._loop_connections(durable)
+        if not self._schema_ready:
+            await _to_thread(self._schema_once)
+        try:
+            conn = await pool.get()
+        except asyncio.TimeoutError as exc:
+            raise StoreError(
+                f"{self.address}: no connection within {self.connect_timeout_seconds:g} s"
+                f" (all {self.pool_size} in use)"
+            ) from exc
+        except psycopg.Error as exc:
+            _outage_begins(self.address, self.connect_timeout_seconds)
+            raise StoreError(
+                f"{self.address}: cannot connect ({self._reason(exc)}; is the server up and"
+                " reachable?)"
+            ) from exc
         if _outages:
             _outage_ends(self.address)
         try:
-            if not self._schema_ready:
-                await pool.putconn(conn)
-                conn = None
-                await _to_thread(self._schema_once)
-                conn = await pool.getconn()
             yield conn
         except psycopg.Error as exc:
             if conn is not None and conn.broken:
                 _retired.add(conn)
             raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
         finally:
-            if conn is not None:
-                await pool.putconn(conn)
+            await pool.put(conn)
 
     def _schema_once(self) -> None:
         with self._connection():
@@ -814,6 +968,7 @@ class PostgresIdempotencyStore(OperableStore):
                 raise
             await conn.execute("COMMIT")
 
+    @_on_a_thread_if_the_loop_ends
     async def aclaim(
         self, key: str, fingerprint: str | None, ttl: float, *, may_take_over: bool,
         full_sync: bool = False,
@@ -848,6 +1003,7 @@ class PostgresIdempotencyStore(OperableStore):
             return failure(ErrorCode.IN_PROGRESS)
         return (kind, mine)
 
+    @_on_a_thread_if_the_loop_ends
     async def acomplete(
         self, key: str, mine: Claim, result: Result, full_sync: bool = False
     ) -> None:
@@ -863,6 +1019,7 @@ class PostgresIdempotencyStore(OperableStore):
         if not await self._aagain_if_lost(work):
             self.claim_lost(key)
 
+    @_on_a_thread_if_the_loop_ends
     async def adrop(self, key: str, mine: Claim) -> None:
         """:meth:`drop` on the event loop."""
 
@@ -871,6 +1028,7 @@ class PostgresIdempotencyStore(OperableStore):
 
         await self._aagain_if_lost(work)
 
+    @_on_a_thread_if_the_loop_ends
     async def aabandon_claim(self, key: str, mine: Claim) -> None:
         """:meth:`abandon_claim` on the event loop."""
         let_go(mine.token)
@@ -891,6 +1049,7 @@ class PostgresIdempotencyStore(OperableStore):
         async with self._aconnection(durable=False) as conn:
             return await work(conn)
 
+    @_on_a_thread_if_the_loop_ends
     async def acreate_approval(self, approval_id: str, record: dict[str, Any]) -> dict[str, Any]:
         """:meth:`create_approval` on the event loop."""
         text = record_text(record)
@@ -903,12 +1062,14 @@ class PostgresIdempotencyStore(OperableStore):
                 await conn.execute(_INSERT_APPROVAL, (approval_id, record["state"], text))
         return loads(text if row is None else str(row[0]))
 
+    @_on_a_thread_if_the_loop_ends
     async def aget_approval(self, approval_id: str) -> dict[str, Any] | None:
         """:meth:`get_approval` on the event loop."""
         async with self._aconnection() as conn:
             row = await (await conn.execute(_APPROVAL, (approval_id,))).fetchone()
         return None if row is None else loads(str(row[0]))
 
+    @_on_a_thread_if_the_loop_ends
     async def aupdate_approval(
         self, approval_id: str, expected_state: str, record: dict[str, Any]
     ) -> bool:
@@ -924,6 +1085,7 @@ class PostgresIdempotencyStore(OperableStore):
             await conn.execute(_REPLACE_APPROVAL, (record["state"], text, approval_id))
             return True
 
+    @_on_a_thread_if_the_loop_ends
     async def alist_approvals(self, state: str | None = None) -> list[dict[str, Any]]:
         """:meth:`list_approvals` on the event loop."""
         async with self._aconnection() as conn:
@@ -1027,29 +1189,45 @@ class PostgresIdempotencyStore(OperableStore):
         return owner_gone(claim.host, claim.pid, claim.start_time, local_host=self.host)
 
     def close(self) -> None:
-        """Close the pools' connections (an async pool's too, when its loop is not running)."""
+        """Close the store: the sync pools' connections, and every live loop's async ones
+        (on their loop: at once if it is not running, else scheduled there; this thread
+        does not wait for a loop that runs)."""
         with self._schema_lock:
             if self._closed:
                 return
             self._closed = True
             pools = list(self._pools.values()) if self._pool_pid == this_process()[0] else []
-            apools, self._apools = list(self._apools.values()), {}
+            loops, self._apools = list(self._apools.items()), {}
         for pool in pools:
             pool.close()
-        for loop, apool in apools:
-            if not loop.is_closed() and not loop.is_running():
-                with contextlib.suppress(Exception):
-                    loop.run_until_complete(apool.close())
+        for loop, mine in loops:
+            if loop.is_closed() or mine.closer is None:
+                continue
+            if loop.is_running():
+                loop.call_soon_threadsafe(mine.closer.cancel)  # it closes them, on its loop
+            else:
+                mine.closer.cancel()
+                with contextlib.suppress(BaseException):
+                    loop.run_until_complete(mine.closer)
 
     async def aclose(self) -> None:
-        """Close the async pool of the running loop, then everything :meth:`close` closes."""
+        """Close the store from async code: this loop's async connections (awaited), then
+        everything :meth:`close` closes. A loop's connections are closed with the loop
+        anyway when ``asyncio.run`` or ``asyncio.Runner`` ends it (docs/design.md#stores); a
+        loop ended another way (``loop.close()`` without cancelling its tasks) should
+        ``await store.aclose()`` before."""
         import asyncio
 
         loop = asyncio.get_running_loop()
-        for durable, (owner, apool) in list(self._apools.items()):
-            if owner is loop:
-                del self._apools[durable]
-                await apool.close()
+        with self._schema_lock:
+            mine = self._apools.pop(loop, None)
+            if mine is not None:
+                mine.ending = True
+        if mine is not None:
+            for pool in mine.pools.values():
+                await pool.close()
+            if mine.closer is not None:
+                mine.closer.cancel()
         await asyncio.to_thread(self.close)
 
     def __repr__(self) -> str:

@@ -36,7 +36,11 @@ Failures
     the file and the reason, and ``run_once`` turns it into ``busy`` or ``outcome_unknown``.
     Opening a store on a path it cannot use fails at once, with one error saying what is
     wrong: a folder that does not exist and cannot be made, a read-only folder or file, a
-    folder where the file should be, a file that is not an SQLite database.
+    folder where the file should be, a file that is not an SQLite database. A file deleted
+    (its folder removed) or replaced while the store is open is noticed before the next
+    claim, by one ``stat``: every claim then fails (``busy``, nothing ran, logged with the
+    path), rather than go on in a file no new store would see; a new store on the path
+    starts afresh.
 
 Owners
     A claim's owner (host, pid, start time; see :mod:`~agentkit.policy.stores.owner`) lets
@@ -280,6 +284,12 @@ def _is_locked(exc: sqlite3.Error) -> bool:
     return "locked" in text or "busy" in text
 
 
+def _identity(path: str) -> tuple[int, int]:
+    """The file at ``path`` (device and inode); raises ``OSError`` when there is none."""
+    found = os.stat(path)
+    return found.st_dev, found.st_ino
+
+
 def _check_path(path: str) -> None:
     """Refuse, with one clear reason, a path where SQLite could not keep a store."""
     if os.path.isdir(path):
@@ -346,6 +356,7 @@ class SQLiteIdempotencyStore(OperableStore):
             conn.close()
             raise
         self._idle[False].append(conn)
+        self._file = _identity(self.path)  # the file this store's connections have open
 
     def _connect(self, *, full_sync: bool) -> sqlite3.Connection:
         try:
@@ -497,9 +508,33 @@ class SQLiteIdempotencyStore(OperableStore):
                 healthy = False  # do not mask the error propagating; never reuse it
             self._checkin(conn, healthy=healthy, full_sync=full_sync)
 
+    def _same_file(self) -> None:
+        """Raise :class:`StoreError` unless the file at :attr:`path` is still the one this
+        store opened. A deleted file (or folder) stays open in every connection that has it,
+        and SQLite goes on committing into it: answers that no new store on the path would
+        see, so a write could run again through it. One ``stat``, before every step that
+        claims (or writes an approval); not before a claim's completion, whose write has
+        run already."""
+        try:
+            found = _identity(self.path)
+        except OSError as exc:
+            raise StoreError(
+                f"{self.path}: the database file was deleted while the store was open"
+                f" ({exc.strerror or exc}); nothing is claimed in it any more: open a new"
+                " store on this path"
+            ) from exc
+        if found != self._file:
+            raise StoreError(
+                f"{self.path}: the database file was replaced while the store was open;"
+                " nothing is claimed in the old one any more: open a new store on this path"
+            )
+
     @contextmanager
     def transaction(self, *, write: bool, full_sync: bool = False) -> Iterator[SQLiteTransaction]:
-        """A write is one BEGIN IMMEDIATE transaction; a read is a single autocommit SELECT."""
+        """A write is one BEGIN IMMEDIATE transaction (on the file this store opened: see
+        :meth:`_same_file`); a read is a single autocommit SELECT."""
+        if write:
+            self._same_file()
         with self._connection(write and full_sync) as conn:
             if write:
                 conn.execute("BEGIN IMMEDIATE")
@@ -516,6 +551,7 @@ class SQLiteIdempotencyStore(OperableStore):
         """A read (a replay never takes the write lock), then for a free key one
         ``INSERT OR IGNORE`` (the primary key makes it atomic); a key claimed already takes
         the careful path, one ``BEGIN IMMEDIATE`` transaction."""
+        self._same_file()
         conn = self._checkout(full_sync)  # (no context manager: this is the hot path)
         try:
             row = conn.execute(_ENTRY, (key,)).fetchone()
