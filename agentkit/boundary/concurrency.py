@@ -53,6 +53,7 @@ from types import CoroutineType
 from types import coroutine as types_coroutine
 from typing import TYPE_CHECKING, Any
 
+from agentkit.boundary import pace as paces
 from agentkit.boundary import workers
 from agentkit.boundary.attempt import Attempt
 from agentkit.boundary.cancellation import (
@@ -63,6 +64,7 @@ from agentkit.boundary.cancellation import (
 )
 from agentkit.boundary.deadlines import deadlines_of
 from agentkit.boundary.on_first_use import OnFirstUse
+from agentkit.boundary.pace import Pace
 from agentkit.boundary.slot import Slot, wake
 from agentkit.boundary.workers import WorkerUnavailable, run_on_own_loop, run_on_worker
 
@@ -309,6 +311,7 @@ async def arun_limited(
     finish: Callable[[Any], Any] | None = None,
     heavy: Callable[[Any], bool] | None = None,
     coroutine: bool | None = None,
+    pace: Pace | None = None,
 ) -> str:
     """:func:`run_limited` for a caller on an event loop: the same statuses ("busy",
     "timeout", "finished") and the same :class:`Attempt` (started, running, done callbacks,
@@ -319,6 +322,10 @@ async def arun_limited(
       unless ``heavy(value)`` says the value is large: then it runs on a worker thread (still
       inside the deadline) so rendering never stalls the loop.
     - A sync handler (and ``finish``) runs on a worker thread: one hand-off there, one back.
+      While its tool is quick (``pace``, see :mod:`~agentkit.boundary.pace`), the loop's
+      thread waits for the answer for at most ``QUICK_WAIT_SECONDS`` before it gives the loop
+      back, so a quick answer needs no turn of the loop; otherwise, or when it takes longer,
+      the wait is an await, holding no thread.
     - Waiting for a slot holds no thread either (see :class:`Slot`).
 
     Cancelling the awaiting task: a coroutine handler is cancelled with it (as awaiting it
@@ -334,6 +341,8 @@ async def arun_limited(
     if is_coroutine_handler(handler) if coroutine is None else coroutine:
         return await run_here(handler, arguments, attempt, timeout, slot, finish, heavy)
     loop = asyncio.get_running_loop()
+    if pace is not None and pace.quick:
+        return await _quickly(handler, arguments, attempt, timeout, slot, finish, pace, loop)
     waiter: asyncio.Future[None] = loop.create_future()
     work = partial(_work, attempt, contextvars.copy_context(), handler, arguments, timeout,
                    slot, finish, waiter)
@@ -351,7 +360,64 @@ async def arun_limited(
         with attempt.lock:
             _give_up_unstarted(attempt, slot)
         raise
-    return _waited(attempt, slot)
+    status = _waited(attempt, slot)
+    if pace is not None:
+        pace.note(attempt)
+    return status
+
+
+async def _quickly(
+    handler: Callable[..., Any],
+    arguments: dict[str, Any],
+    attempt: Attempt,
+    timeout: float,
+    slot: Slot | None,
+    finish: Callable[[Any], Any] | None,
+    pace: Pace,
+    loop: asyncio.AbstractEventLoop,
+) -> str:
+    """:func:`arun_limited` for a quick tool's sync handler: hand it to a worker and wait on
+    the attempt's done flag right here, for at most ``QUICK_WAIT_SECONDS``; past that, the
+    rest of the deadline is awaited on the loop (the attempt's done-callback wakes it).
+
+    Interrupted while it waits on the loop's thread (``KeyboardInterrupt``), or cancelled
+    while it awaits: an attempt not yet started never runs; one that has runs on to its end."""
+    began = time.monotonic()
+    try:
+        workers.POOL.submit(partial(_work, attempt, contextvars.copy_context(), handler,
+                                    arguments, timeout, slot, finish, None))
+    except WorkerUnavailable:
+        return _no_worker(attempt, slot)
+    try:
+        answered = attempt.done.wait(min(paces.QUICK_WAIT_SECONDS, timeout))
+    except BaseException:  # interrupted on the loop's thread (KeyboardInterrupt)
+        with attempt.lock:
+            _give_up_unstarted(attempt, slot)
+        raise
+    if answered:
+        pace.note(attempt)
+        return "timeout" if attempt.timed_out else "finished"
+    pace.quick = False  # not back in time: await the rest, and let the next calls be awaited
+    waiter: asyncio.Future[None] = loop.create_future()
+    deadlines_of(loop).add(max(began + timeout - time.monotonic(), 0.0), waiter)
+
+    def settle() -> None:  # on the worker when the attempt ends (here, if it has already)
+        # Not contextlib.suppress: a context manager built on every call, on the way back.
+        try:  # noqa: SIM105
+            loop.call_soon_threadsafe(wake, waiter)
+        except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
+            pass
+
+    attempt.add_done_callback(settle)
+    try:
+        await waiter  # settled when the attempt ends, or at the deadline
+    except BaseException:  # the caller was cancelled: an attempt not yet started never runs
+        with attempt.lock:
+            _give_up_unstarted(attempt, slot)
+        raise
+    status = _waited(attempt, slot)
+    pace.note(attempt)
+    return status
 
 
 async def run_here(

@@ -91,7 +91,7 @@ async def ainvoke_tool(
             status = await arun_limited(
                 spec.handler, checked, attempt=attempt, timeout=spec.timeout_seconds, slot=slot,
                 finish=renderer(registry, spec, call_id), heavy=renders_large,
-                coroutine=entry.coroutine,
+                coroutine=entry.coroutine, pace=entry.pace,
             )
         return conclude(entry, attempt, status, call_id)
     except Exception:  # a bug in the boundary itself must still not reach the model
@@ -222,6 +222,7 @@ async def aexecute(
         finish=renderer(registry, spec, call_id),
         heavy=renders_large,
         coroutine=entry.coroutine,
+        pace=entry.pace,
     )
     return conclude(entry, attempt, status, call_id), attempt
 

@@ -14,11 +14,12 @@ import re
 import threading
 import weakref
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentkit.boundary.authorization import Policy, check_policy
 from agentkit.boundary.concurrency import is_coroutine_handler
+from agentkit.boundary.pace import Pace
 from agentkit.boundary.redaction import Redactor
 from agentkit.boundary.schema import Validator, compile_validator, derive_parameters
 from agentkit.boundary.slot import Slot
@@ -47,6 +48,8 @@ class RegisteredTool:
     slot: Slot | None
     coroutine: bool = False
     redactor: Redactor | None = None
+    #: How quickly its sync handler answers async callers (see :mod:`agentkit.boundary.pace`).
+    pace: Pace = field(default_factory=Pace, compare=False, repr=False)
 
 
 class ToolRegistry:
