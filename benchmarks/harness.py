@@ -106,6 +106,17 @@ def median_ratio(numerator: Sequence[float], denominator: Sequence[float]) -> fl
     return statistics.median(ratios) if ratios else None
 
 
+def best_ratio(numerator: Sequence[float], denominator: Sequence[float]) -> float | None:
+    """The ratio of the two paths' best (fastest) rounds, or None when either has none.
+
+    A second reading of the same rounds for paths whose speed hangs on thread wake-ups: on a
+    shared machine a round can be slowed for one path and not the other, and each path's best
+    round is what it costs when nothing else is in the way."""
+    if not numerator or not denominator or min(denominator) <= 0:
+        return None
+    return min(numerator) / min(denominator)
+
+
 def loops_for(target_seconds: float, loops: int, elapsed: float) -> int:
     """How many calls make one sample last about ``target_seconds``, from a probe of
     ``loops`` calls that took ``elapsed`` seconds (at least 1)."""
@@ -216,9 +227,24 @@ class Goal:
     unit: str = "x"
     why_missing: str = ""
     error: str = ""  # the measured thing failed (a test run that did not pass): a MISS
+    #: The margin the goal must keep inside its limit to be met (0.15: 15 %), for a goal that
+    #: a noisy machine must not flip; 0: within the limit is enough.
+    margin_needed: float = 0.0
+
+    @property
+    def margin(self) -> float | None:
+        """How far inside its limit the value is, as a fraction of the limit (0.15: 15 % to
+        spare); negative when the limit is missed, None when not measured."""
+        if self.value is None or not self.limit:
+            return None
+        if self.op == ">=":
+            return self.value / self.limit - 1.0
+        return 1.0 - self.value / self.limit
 
     @property
     def status(self) -> str:
+        """PASS, MISS, or N/A (not measured). A value within its limit by less than the
+        margin it needs is a MISS that says so: the goal is not met."""
         if self.value is None:
             return "N/A"
         if self.error:
@@ -228,7 +254,12 @@ class Goal:
             "<": self.value < self.limit,
             ">=": self.value >= self.limit,
         }[self.op]
-        return "PASS" if passed else "MISS"
+        if not passed:
+            return "MISS"
+        margin = self.margin
+        if self.margin_needed and margin is not None and margin < self.margin_needed:
+            return f"MISS (margin < {self.margin_needed:.0%})"
+        return "PASS"
 
 
 def path_rows(group: str, paths: Sequence[Path], reference: Path | None) -> list[Row]:
@@ -271,13 +302,23 @@ def markdown_table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
+def margin_text(goal: Goal) -> str:
+    """The goal's margin in %, with the margin it needs when it needs one: "19 %", "4 % (needs
+    15 %)", "—" when not measured."""
+    if goal.margin is None:
+        return "—"
+    text = f"{goal.margin:.0%}"
+    return f"{text} (needs {goal.margin_needed:.0%})" if goal.margin_needed else text
+
+
 def goals_table(goals: Sequence[Goal]) -> str:
-    lines = ["| goal | measured | limit | status |", "|---|---:|---:|---|"]
+    lines = ["| goal | measured | limit | status | margin |", "|---|---:|---:|---|---:|"]
     for goal in goals:
         measured = fmt(goal.value, goal.unit) if goal.value is not None else (goal.why_missing or "—")
         if goal.error:
             measured += f" ({goal.error})"
-        lines.append(f"| {goal.text} | {measured} | {goal.op} {fmt(goal.limit, goal.unit)} | {goal.status} |")
+        lines.append(f"| {goal.text} | {measured} | {goal.op} {fmt(goal.limit, goal.unit)} | "
+                     f"{goal.status} | {margin_text(goal)} |")
     return "\n".join(lines)
 
 
@@ -295,7 +336,7 @@ def csv_text(rows: Sequence[Row], goals: Sequence[Goal], machine: dict[str, Any]
     for goal in goals:
         writer.writerow([
             "goal", "", goal.text, "" if goal.value is None else f"{goal.value:.4f}", goal.unit,
-            "", f"{goal.op} {goal.limit:g}", goal.status if goal.value is not None else
-            f"N/A: {goal.why_missing}",
+            "", f"{goal.op} {goal.limit:g}", f"{goal.status}; margin {margin_text(goal)}"
+            if goal.value is not None else f"N/A: {goal.why_missing}",
         ])
     return out.getvalue()

@@ -42,6 +42,7 @@ from benchmarks.harness import (
     Path,
     Row,
     Runner,
+    best_ratio,
     csv_text,
     goals_table,
     markdown_table,
@@ -281,15 +282,27 @@ def find(paths: list[Path], prefix: str) -> Path | None:
     return None
 
 
+#: The margin below its limit that a goal a noisy machine must not flip needs (issue 31).
+MARGIN = 0.15
+
+
 def ratio_goal(text: str, paths: list[Path], numerator: str, denominator: str, op: str,
-               limit: float) -> Goal:
+               limit: float, *, best: bool = False, margin: float = 0.0) -> Goal:
+    """``numerator / denominator`` against ``limit``: the median of the per-round ratios, or
+    with ``best`` the ratio of the two paths' best rounds (its text says so). A goal with a
+    ``margin`` is met only that far inside its limit (its text says so)."""
+    if best:
+        text += " (best rounds)"
+    if margin:
+        text += f", margin ≥ {margin:.0%}"
     a, b = find(paths, numerator), find(paths, denominator)
     for path, label in ((a, numerator), (b, denominator)):
         if path is None or not path.samples:
             why = path.missing if path is not None and path.missing else f"{label} not measured"
-            return Goal(text, None, op, limit, why_missing=str(why))
+            return Goal(text, None, op, limit, why_missing=str(why), margin_needed=margin)
     assert a is not None and b is not None
-    return Goal(text, median_ratio(a.samples, b.samples), op, limit)
+    measure = best_ratio if best else median_ratio
+    return Goal(text, measure(a.samples, b.samples), op, limit, margin_needed=margin)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -409,10 +422,21 @@ Group = Any  # main's group(title, paths, reference) -> paths
 
 
 def sync_goals(group: Group, goals: list[Goal]) -> None:
-    sync = group("sync", suites.sync_paths(), "floor: ThreadPoolExecutor")
-    goals.append(ratio_goal("sync: invoke_tool ≤ 1.25× raw thread hop", sync,
+    # issue 31: the floor of a sync call with a timeout is the two-lock ping-pong (one
+    # hand-off to a waiting thread and one back). Thread wake-ups are noisy on a shared
+    # machine, so each of its goals is read both ways: median of per-round ratios, best rounds.
+    ping_pong = "floor: two-lock ping-pong"
+    sync = group("sync", suites.sync_paths(), ping_pong)
+    for best in (False, True):
+        goals.append(ratio_goal("sync: invoke_tool ≤ 1.25× two-lock ping-pong", sync,
+                                "agentkit: invoke_tool", ping_pong, "<=", 1.25, best=best))
+        goals.append(ratio_goal("sync: ToolRunner.call read ≤ 1.35× two-lock ping-pong", sync,
+                                "agentkit: ToolRunner.call, read", ping_pong, "<=", 1.35,
+                                best=best))
+    # The previous floor, ThreadPoolExecutor (a row of the group): kept, so nothing regresses.
+    goals.append(ratio_goal("sync: invoke_tool ≤ 1.25× ThreadPoolExecutor", sync,
                             "agentkit: invoke_tool", "floor: ThreadPoolExecutor", "<=", 1.25))
-    goals.append(ratio_goal("sync: invoke_tool ≤ 1.35× raw thread hop (issue 19)", sync,
+    goals.append(ratio_goal("sync: invoke_tool ≤ 1.35× ThreadPoolExecutor (issue 19)", sync,
                             "agentkit: invoke_tool", "floor: ThreadPoolExecutor", "<=", 1.35))
     goals.append(ratio_goal("sync: invoke_tool ≤ 0.75× openai-agents sync tool", sync,
                             "agentkit: invoke_tool", "openai-agents", "<=", 0.75))
@@ -426,12 +450,14 @@ def async_goals(group: Group, goals: list[Goal], rows: list[Row]) -> None:
                             "agentkit: ainvoke_tool (async", "MCP SDK", "<=", 0.4))
     goals.append(ratio_goal("async: ainvoke_tool ≤ 2× asyncio floor", asyn,
                             "agentkit: ainvoke_tool (async", "floor: asyncio", "<=", 2.0))
+    # issue 31: these two must keep a margin (a second machine flipped them)
     goals.append(ratio_goal("async: ainvoke_tool (sync handler) ≤ 1.3× invoke_tool", asyn,
-                            "agentkit: ainvoke_tool (sync", "agentkit: invoke_tool", "<=", 1.3))
+                            "agentkit: ainvoke_tool (sync", "agentkit: invoke_tool", "<=", 1.3,
+                            margin=MARGIN))
     # issue 19, the runner's two drivers
     goals.append(ratio_goal("async: acall read (coroutine) ≤ 1.3× ainvoke_tool", asyn,
                             "agentkit: ToolRunner.acall, read", "agentkit: ainvoke_tool (async",
-                            "<=", 1.3))
+                            "<=", 1.3, margin=MARGIN))
     goals.append(ratio_goal("async: acall replayed write ≤ 1.5× sync call replay", asyn,
                             "agentkit: ToolRunner.acall, replayed write",
                             "agentkit: ToolRunner.call, replayed write", "<=", 1.5))
@@ -447,7 +473,8 @@ def redaction_goals(group: Group, goals: list[Goal]) -> None:
         for label, _size in suites.REDACTION_SIZES:
             goals.append(ratio_goal(
                 f"redaction: hostile {unit!r} ≤ 25× benign prose, {label} shown whole", redaction,
-                f"hostile {unit!r}, {label}, shown", f"benign prose, {label}", "<=", 25.0))
+                f"hostile {unit!r}, {label}, shown", f"benign prose, {label}", "<=", 25.0,
+                margin=MARGIN if unit == suites.REDACTION_ONE_LINE else 0.0))
         goals.append(ratio_goal(
             f"redaction: hostile {unit!r} 100 KB ≤ 15× 10 KB (linear)", redaction,
             f"hostile {unit!r}, 100 KB, shown", f"hostile {unit!r}, 10 KB, shown", "<=", 15.0))
@@ -465,11 +492,12 @@ def durable_goals(group: Group, goals: list[Goal], rows: list[Row], args: Any) -
                     row.note = (row.note + "; " if row.note else "") + f"{1e6 / row.value:,.0f}/s"
             if title.startswith("durable"):
                 sync_level = title.split(", ")[1].rstrip(")")
-                # issue 20: a claim and a completion are two commits, only the claim flushed
+                # issue 20: a claim and a completion are two commits, only the claim flushed;
+                # issue 31: against the plain insert (one commit) on its own connection and file
                 floor = 0.7 if sync_level == "FULL" else 0.45
                 goals.append(ratio_goal(
-                    f"durable: SQLite run_once/s ≥ {floor}× raw inserts/s ({sync_level})", paths,
-                    "floor:", "agentkit:", ">=", floor))
+                    f"durable: SQLite run_once/s ≥ {floor}× plain inserts/s ({sync_level})",
+                    paths, "floor:", "agentkit:", ">=", floor))
         dsn, why, stop_cluster = (None, "--no-postgres", None) if args.no_postgres else postgres()
         try:
             pg = suites.postgres_paths(dsn, why)
@@ -524,7 +552,8 @@ def whole_rows(goals: list[Goal], rows: list[Row], args: Any, machine: dict[str,
 
 def render(rows: list[Row], goals: list[Goal], machine: dict[str, Any]) -> str:
     lines = [
-        "## Goals (medians of per-round ratios)",
+        ("## Goals (medians of per-round ratios unless marked best rounds; margin: how far"
+         " inside its limit, and the margin a goal needs to be met where it needs one)"),
         "",
         goals_table(goals),
         "",

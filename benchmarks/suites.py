@@ -87,10 +87,42 @@ def _ainvoke_tool() -> Callable[..., Any]:
 # --------------------------------------------------------------------------- sync group
 
 
+def ping_pong() -> Callable[[], Any]:
+    """The floor of a sync call with a timeout (issue 31): a waiting thread runs the handler
+    and hands its value back over two locks. The caller releases the lock the worker waits
+    on, then waits with a timeout on the lock the worker releases: two thread wake-ups and
+    nothing else (no queue, no future, no allocation per call)."""
+    import threading
+
+    go, back = threading.Lock(), threading.Lock()
+    go.acquire()
+    back.acquire()
+    box: list[Any] = [None]
+
+    def serve() -> None:
+        while True:
+            go.acquire()
+            box[0] = search(**ARGS)
+            back.release()
+
+    threading.Thread(target=serve, name="bench-ping-pong", daemon=True).start()
+
+    def call() -> Any:
+        go.release()
+        if not back.acquire(timeout=TIMEOUT):
+            raise TimeoutError("the ping-pong's worker did not answer")
+        return box[0]
+
+    return call
+
+
 def sync_paths() -> list[Path]:
     """Floors, agentkit's sync paths and its stages, and the peers' sync-tool paths.
 
-    The reference is the raw thread hop: any timeout on a sync handler needs one.
+    The reference is the two-lock ping-pong (:func:`ping_pong`): any timeout on a sync
+    handler needs a hand-off to another thread and back, and this is the least one costs in
+    CPython. ``ThreadPoolExecutor`` (a queue and a future per call), the previous floor, is a
+    row beside it.
     """
     import fastjsonschema
 
@@ -105,6 +137,8 @@ def sync_paths() -> list[Path]:
 
     paths = [
         build("floor: bare call", lambda: lambda: search(**ARGS), check=_expected),
+        build("floor: two-lock ping-pong with a waiting thread", ping_pong, check=_expected,
+              note="release the worker's lock, acquire(timeout) the one it releases"),
         build(
             "floor: ThreadPoolExecutor.submit().result(timeout)",
             lambda: lambda: pool.submit(search, **ARGS).result(timeout=TIMEOUT),
@@ -445,9 +479,13 @@ def output_paths() -> list[Path]:
 # --------------------------------------------------------------------------- redaction (issue 17)
 
 #: Benign prose, and what a hostile page can make a tool return: a secret's name every six
-#: characters (the densest form of the name/value scan), or an unclosed list after each name.
+#: characters (the densest form of the name/value scan), an unclosed list after each name,
+#: or ``token: x`` every nine characters on one line (each value is the line's rest; the text
+#: ends in a blank, so the first value stops short of its end and every later name is one
+#: more value inside it).
 REDACTION_PROSE = "The quick brown fox jumps over the lazy dog, and then some more prose. "
-REDACTION_HOSTILE = ('pwd=\\"', "token=[")
+REDACTION_ONE_LINE = " token: x"
+REDACTION_HOSTILE = ('pwd=\\"', "token=[", REDACTION_ONE_LINE)
 REDACTION_SIZES = (("10 KB", 10_000), ("100 KB", 100_000), ("1 MB", 1_000_000))
 
 
@@ -499,7 +537,8 @@ class _Keys:
 
 
 def _raw_sqlite(path: str, synchronous: str) -> Callable[[], Any]:
-    """The floor: one INSERT in its own BEGIN IMMEDIATE transaction, WAL, same ``synchronous``."""
+    """The floor: one INSERT in its own ``BEGIN IMMEDIATE`` transaction (one commit), on a WAL
+    connection of its own to the file at ``path``, at the store's ``synchronous`` level."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute(f"PRAGMA synchronous = {synchronous}")
@@ -525,22 +564,27 @@ def _run_once(store: Any, prefix: str, **kwargs: Any) -> Callable[[], Any]:
 
 
 def durable_paths(folder: str) -> list[tuple[str, list[Path]]]:
-    """SQLite (NORMAL and FULL) and the memory store; each sub-group has its raw floor first."""
+    """SQLite (NORMAL and FULL) and the memory store; each sub-group has its raw floor first.
+
+    The SQLite floor is the plain insert (issue 31): ``BEGIN IMMEDIATE; INSERT; COMMIT``, one
+    commit, on a WAL connection of its own to a file of its own; each level's store has a file
+    of its own too, so no path's checkpoints land in another's samples."""
     from agentkit import IdempotencyStore, SQLiteIdempotencyStore
 
-    store = SQLiteIdempotencyStore(os.path.join(folder, "store.sqlite"))
-    raw_path = os.path.join(folder, "raw.sqlite")
+    def store(level: str) -> Any:
+        return SQLiteIdempotencyStore(os.path.join(folder, f"store-{level}.sqlite"))
+
     normal = [
-        build("floor: raw SQLite INSERT + COMMIT (WAL, synchronous=NORMAL)",
-              lambda: _raw_sqlite(raw_path, "NORMAL")),
+        build("floor: plain SQLite BEGIN IMMEDIATE; INSERT; COMMIT (WAL, synchronous=NORMAL)",
+              lambda: _raw_sqlite(os.path.join(folder, "plain-normal.sqlite"), "NORMAL")),
         build("agentkit: SQLiteIdempotencyStore.run_once, new key (NORMAL)",
-              lambda: _run_once(store, "normal"), check=_ok),
+              lambda: _run_once(store("normal"), "normal"), check=_ok),
     ]
     full = [
-        build("floor: raw SQLite INSERT + COMMIT (WAL, synchronous=FULL)",
-              lambda: _raw_sqlite(raw_path, "FULL")),
+        build("floor: plain SQLite BEGIN IMMEDIATE; INSERT; COMMIT (WAL, synchronous=FULL)",
+              lambda: _raw_sqlite(os.path.join(folder, "plain-full.sqlite"), "FULL")),
         build("agentkit: SQLiteIdempotencyStore.run_once, new key (full_sync=True)",
-              lambda: _run_once(store, "full", full_sync=True), check=_ok),
+              lambda: _run_once(store("full"), "full", full_sync=True), check=_ok),
     ]
     memory = [
         build("floor: dict insert under a lock", _dict_floor),

@@ -51,6 +51,48 @@ def test_ratio_is_the_median_of_per_round_ratios_not_the_ratio_of_medians():
     assert h.median_ratio(a, b) != pytest.approx(4.0 / 1.0)  # median(a) / median(b)
 
 
+def test_best_ratio_is_the_ratio_of_each_paths_fastest_round():
+    a = [3.0, 2.5, 9.0]  # its best round is the second
+    b = [2.0, 2.2, 1.9]  # its best round is the third: not the same round
+    assert h.best_ratio(a, b) == pytest.approx(2.5 / 1.9)
+    assert h.median_ratio(a, b) == pytest.approx(1.5)  # the other reading of the same rounds
+    assert h.best_ratio([], b) is None and h.best_ratio(a, [0.0]) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "op", "limit", "margin", "shown"),
+    [(1.0, "<=", 1.25, 0.2, "20%"), (1.5, "<=", 1.25, -0.2, "-20%"), (0.9, ">=", 0.45, 1.0, "100%"),
+     (0.3, ">=", 0.6, -0.5, "-50%"), (None, "<=", 1.0, None, "—")],
+)
+def test_goal_margin_is_how_far_inside_its_limit(value, op, limit, margin, shown):
+    goal = h.Goal("g", value, op, limit)
+    assert goal.margin == (None if margin is None else pytest.approx(margin))
+    row = h.goals_table([goal]).splitlines()[-1]
+    assert row.endswith(f" | {shown} |")
+
+
+@pytest.mark.parametrize(
+    ("value", "op", "limit", "status", "shown"),
+    [(1.0, "<=", 1.3, "PASS", "23% (needs 15%)"),
+     (1.25, "<=", 1.3, "MISS (margin < 15%)", "4% (needs 15%)"),  # within its limit: not met
+     (1.4, "<=", 1.3, "MISS", "-8% (needs 15%)"),
+     (0.5, ">=", 0.45, "MISS (margin < 15%)", "11% (needs 15%)"),
+     (None, "<=", 1.3, "N/A", "—")],
+)
+def test_a_goal_that_needs_a_margin_is_met_only_that_far_inside_its_limit(
+    value, op, limit, status, shown
+):
+    goal = h.Goal("g", value, op, limit, margin_needed=0.15)
+    assert goal.status == status
+    assert h.goals_table([goal]).splitlines()[-1] == (
+        f"| g | {h.fmt(value, 'x')} | {op} {limit:.2f}× | {status} | {shown} |"
+        if value is not None else f"| g | — | {op} {limit:.2f}× | N/A | — |"
+    )
+    text = h.csv_text([], [goal], {})
+    assert text.splitlines()[-1].endswith(f"{status}; margin {shown}" if value is not None
+                                          else "N/A: ")
+
+
 def test_ratio_skips_empty_rounds_and_gives_none_without_any():
     assert h.per_round_ratios([1.0, 2.0], [0.0, 1.0]) == [2.0]
     assert h.median_ratio([], []) is None
@@ -150,6 +192,58 @@ def test_rows_carry_the_reference_ratio_and_tables_name_every_row():
     table = h.markdown_table(rows)
     assert "| sync | peer | — |" in table and "missing: not installed" in table
     goals = [h.Goal("kit ≤ 2.5× floor", rows[1].ratio, "<=", 2.5)]
-    assert "| kit ≤ 2.5× floor | 2.00× | <= 2.50× | PASS |" in h.goals_table(goals)
+    assert "| kit ≤ 2.5× floor | 2.00× | <= 2.50× | PASS | 20% |" in h.goals_table(goals)
     text = h.csv_text(rows, goals, {"cpu count": 2})
     assert "machine,,cpu count,2" in text and "goal,,kit ≤ 2.5× floor,2.0000" in text
+    assert text.splitlines()[-1].endswith("PASS; margin 20%")
+
+
+def _load_run():
+    spec = importlib.util.spec_from_file_location("bench_run", ROOT / "benchmarks" / "run.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # (puts the repository on sys.path, as a script run does)
+    return module
+
+
+def test_the_sync_floor_is_the_ping_pong_read_both_ways_and_the_old_floor_stays_a_goal(
+    monkeypatch,
+):
+    run = _load_run()
+    ping = h.Path("floor: two-lock ping-pong with a waiting thread", fn=print,
+                  samples=[10.0, 20.0, 14.0])
+    pool = h.Path("floor: ThreadPoolExecutor.submit().result(timeout)", fn=print,
+                  samples=[12.0, 30.0, 16.0])
+    invoke = h.Path("agentkit: invoke_tool (sync handler)", fn=print, samples=[15.0, 22.0, 20.0])
+    read = h.Path("agentkit: ToolRunner.call, read", fn=print, samples=[16.0, 24.0, 30.0])
+    monkeypatch.setattr(run.suites, "sync_paths", lambda: [ping, pool, invoke, read])
+    references = []
+
+    def group(title, paths, reference):
+        references.append(reference)
+        return paths
+
+    goals: list = []
+    run.sync_goals(group, goals)
+    assert run.find([ping, pool], references[0]) is ping
+    found = {goal.text: goal.value for goal in goals}
+    assert found["sync: invoke_tool ≤ 1.25× two-lock ping-pong"] == pytest.approx(20 / 14)
+    assert found["sync: invoke_tool ≤ 1.25× two-lock ping-pong (best rounds)"] == pytest.approx(1.5)
+    assert found["sync: ToolRunner.call read ≤ 1.35× two-lock ping-pong"] == pytest.approx(1.6)
+    assert found["sync: ToolRunner.call read ≤ 1.35× two-lock ping-pong (best rounds)"] == (
+        pytest.approx(1.6))
+    assert found["sync: invoke_tool ≤ 1.25× ThreadPoolExecutor"] == pytest.approx(1.25)
+    assert found["sync: invoke_tool ≤ 1.35× ThreadPoolExecutor (issue 19)"] == pytest.approx(1.25)
+
+
+def test_a_ratio_goal_that_needs_a_margin_says_so():
+    run = _load_run()
+    a = h.Path("agentkit: ainvoke_tool (sync handler)", fn=print, samples=[1.25, 1.2, 1.28])
+    b = h.Path("agentkit: invoke_tool", fn=print, samples=[1.0, 1.0, 1.0])
+    goal = run.ratio_goal("async: x ≤ 1.3× y", [a, b], "agentkit: ainvoke_tool (sync",
+                          "agentkit: invoke_tool", "<=", 1.3, margin=run.MARGIN)
+    assert goal.text == "async: x ≤ 1.3× y, margin ≥ 15%"
+    assert goal.value == pytest.approx(1.25) and goal.status == "MISS (margin < 15%)"
+    gone = run.ratio_goal("async: x ≤ 1.3× y", [b], "agentkit: ainvoke_tool (sync",
+                          "agentkit: invoke_tool", "<=", 1.3, margin=run.MARGIN)
+    assert gone.status == "N/A" and "not measured" in gone.why_missing

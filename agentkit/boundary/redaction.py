@@ -157,6 +157,8 @@ _SINGLE_STOP = re.compile(r"[\\']")
 _COMPOUND_STOP = re.compile(r'[\\"\[\]{}]')
 _BARE_STOP = re.compile(r"[ \t\r\n\"'&,;}\])\\]")
 _COLON_STOP = re.compile(r'[\r\n"\\]')
+#: What can open a value that runs past the end of a line's rest it starts in.
+_EXTENDS = re.compile(r"['\[{]")
 
 #: The name/value scan reads each character a bounded number of times (values already
 #: measured are remembered). As a last guard against text built to defeat that, once it has
@@ -222,6 +224,7 @@ def _name_value_spans(text: str, lowered: str) -> list[_Cut]:
             if value_start < limit:
                 spans.append((value_start, limit, REDACTED))
             return spans
+        line_end = -1
         if opening is not None and len(opening) - 1 in _QUOTE_LEVELS:
             # A string, possibly inside one or more JSON strings (the commonest value).
             content = pair.end()
@@ -234,10 +237,14 @@ def _name_value_spans(text: str, lowered: str) -> list[_Cut]:
             colon = sep == ":"
             short = pair.group(7 if colon else 8)
             if short is None or opening is not None or short[:2].lower() in _SCHEME_HEADS:
+                scan.line_end = -1
                 span = scan.value(value_start, False, colon)
+                line_end = scan.line_end
             else:  # a short bare word, or a short line's rest: no scan needed
                 end = value_start + len(short.rstrip(" \t") if colon else short)
                 span = (value_start, end, REDACTED) if end > value_start else None
+                if colon:
+                    line_end = value_start + len(short)
         else:
             json_form = close[-1] == '"' and text[max(0, start - len(close)):start] == close
             span = scan.value(value_start, json_form, False)
@@ -255,6 +262,11 @@ def _name_value_spans(text: str, lowered: str) -> list[_Cut]:
             spans.append(span)
         if span_end >= limit:
             break
+        if line_end >= span_end and scan.covers_the_rest_of_its_line(span_start, span_end,
+                                                                     line_end):
+            # No name inside this line's rest can reach past it: not one is read (on
+            # "token: x token: x …" every name would be, each for nothing).
+            run_end = max(run_end, span_end)
     return spans if in_order else _merge(spans)
 
 
@@ -284,7 +296,8 @@ class _ValueScan:
     scan jumps from one meaningful character to the next with a regular expression, and
     ``work`` counts the characters passed over."""
 
-    __slots__ = ("bare", "budget", "colon", "compounds", "limit", "text", "work")
+    __slots__ = ("bare", "budget", "colon", "compounds", "extender", "limit", "line_end", "tail",
+                 "text", "work")
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -295,6 +308,11 @@ class _ValueScan:
         self.compounds: dict[tuple[int, int], tuple[int, bool]] = {}
         self.bare = (-1, -1)  # (start, end) of the last bare value measured
         self.colon = (-1, -1, -1)  # (start, end, end without trailing blanks)
+        #: where the line the last :meth:`value` read to ends (its stop character, or the
+        #: text's end), when that value was a line's rest after ":"; else -1
+        self.line_end = -1
+        self.extender = (-1, -1)  # (searched from, the first _EXTENDS found there or limit)
+        self.tail = (-1, False)  # (a line value's stop, whether plain_before says so)
 
     def value(self, start: int, json_form: bool, colon: bool) -> _Cut | None:
         """The span of the value that starts at ``start``, in whichever form it is written."""
@@ -326,13 +344,54 @@ class _ValueScan:
         if scheme is not None:  # "Authorization: Basic …": the credential, not the scheme word
             start = scheme.end()
             colon = False
-        end = self.colon_end(start) if colon else self.bare_end(start)
+        if colon:
+            end = self.colon_end(start)
+            self.line_end = self.colon[1]
+        else:
+            end = self.bare_end(start)
         value = text[start:end]
         if not value or value == REDACTED or (json_form and value in _JSON_LITERALS):
             return None
         if json_form:
             return start, end, _MARKED[_level_before(text, start)]
         return start, end, REDACTED
+
+    def covers_the_rest_of_its_line(self, start: int, end: int, line_end: int) -> bool:
+        """Whether no value that starts inside the line value ``text[start:end]`` (its
+        line reaching ``line_end``: a stop character, or the text's end) can end past it.
+
+        Inside it there is no quote, backslash or line break (it stopped at the first), so
+        a later name's value there is a line's rest (ending where this one does), a bare
+        word (ending at a blank, so by ``end``), or it opens with ``'``, ``[`` or ``{``
+        (found here once, however many values ask) or with the quote at ``line_end``
+        right after a separator (this value then ends in ``:``, ``=`` or ``=>``)."""
+        text = self.text
+        if line_end < self.limit and text[line_end] in "\\\"" and not self.plain_before(
+                line_end, end):
+            return False
+        searched_from, found = self.extender
+        if not searched_from <= start <= found:
+            hit = _EXTENDS.search(text, start)
+            found = hit.start() if hit is not None else self.limit
+            self.extender = (start, found)
+        return found >= line_end
+
+    def plain_before(self, stop: int, end: int) -> bool:
+        """Whether the quote (or backslash) at ``stop``, which ends a line value ending at
+        ``end``, opens nothing for a name inside it: the value does not end in a separator
+        (``:``, ``=``, ``=>``: a string would open at ``stop``), and no secret's name ends
+        right at ``stop`` (``pwd": …``: its separator, and value, come after the quote)."""
+        text = self.text
+        if text[end - 1] in ":=>":
+            return False
+        if self.tail[0] == stop:
+            return self.tail[1]
+        start = stop
+        while start > 0 and text[start - 1] in _NAME_CHAR_SET:
+            start -= 1
+        plain = start == stop or _PAIR.match(text, start) is None
+        self.tail = (stop, plain)
+        return plain
 
     def bare_end(self, start: int) -> int:
         """A bare value ends at a blank, a quote or JSON punctuation."""

@@ -16,6 +16,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -29,7 +30,7 @@ HOSTILE_UNITS = [
     "token=[", "token={", "token: x ", "\u0130password: ", "eyJ-", "a.", "pwd=1 ", "pwd={}",
     'pwd=\\"', "pwd:a\n", "token=", "apwd", "--pwd", "<pwd>", "x://a:b@", "'pwd':'a',",
     "sk-aaaaaaaaaaaaaaaaaa ", "Bearer a.b.c.d ", "-----BEGIN PRIVATE KEY-----", "a-eyJ",
-    'token=["', "password=\\'", "\\\\\\\"token\\\\\\\":[",
+    'token=["', "password=\\'", "\\\\\\\"token\\\\\\\":[", " token: x",
 ]
 
 _MEASURE = textwrap.dedent(
@@ -228,3 +229,50 @@ def test_a_million_characters_of_hostile_text_set_off_no_full_garbage_collection
         gc.callbacks.remove(seen)
     assert result["redactions"] == len(text) // 6 and "pwd=\\" not in result["data"][8:]
     assert full == []
+
+
+class _CountingPattern:
+    """``_PAIR`` with its matches counted: one per name the scan reads."""
+
+    def __init__(self, pattern: Any) -> None:
+        self.pattern = pattern
+        self.calls = 0
+
+    def match(self, text: str, pos: int = 0) -> Any:
+        self.calls += 1
+        return self.pattern.match(text, pos)
+
+
+@pytest.mark.parametrize("render", [str, lambda text: json.dumps({"t": text})])
+def test_names_inside_a_line_value_that_nothing_can_extend_are_not_read(render, monkeypatch):
+    """``token: x token: x …`` on one line: the first value is the line's rest, and no name
+    inside it can reach past it (no quote, bracket or brace opens there), so the later
+    names are not read at all (they were, each for nothing: 25× benign prose at 100 KB)."""
+    counting = _CountingPattern(redaction._PAIR)
+    monkeypatch.setattr(redaction, "_PAIR", counting)
+    for size in (1_000, 100_000):
+        text = render(_fill(" token: x", size))  # (ends in a blank: 1,000 = 9 × 111 + 1)
+        assert Redactor().redact(text) == (render(f" token: {REDACTED} "), 1)
+    assert counting.calls <= 2 * 3  # a few per text, not one per name (11,000 of them)
+
+
+_PIECES = ["token", "pwd", "password", "secret", ":", ": ", "=", "=>", " ", "\t", "\n", "\r",
+           '"', "'", "\\", '\\"', "[", "]", "{", "}", ",", "&", "x", "abc", "Bearer ", "Basic ",
+           "xtoken", "max_tokens", REDACTED, "\u0130"]
+
+
+@settings(max_examples=1_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_PIECES), max_size=40), st.booleans())
+def test_skipping_the_names_inside_a_line_value_changes_nothing(
+    pieces: list[str], as_json: bool
+) -> None:
+    """The same output as the full read (every name read), on random texts of the pieces a
+    name, its separator and its value are made of, as they are and inside a JSON string."""
+    text = "".join(pieces)
+    if as_json:
+        text = json.dumps({"t": text})
+    quick = Redactor().redact(text)
+    with pytest.MonkeyPatch.context() as full_read:
+        full_read.setattr(redaction._ValueScan, "covers_the_rest_of_its_line",
+                          lambda self, start, end, line_end: False)
+        assert Redactor().redact(text) == quick

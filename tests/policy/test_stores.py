@@ -762,7 +762,89 @@ def test_sqlite_only_the_claim_is_flushed_on_its_own_connection(sqlite_path: Pat
         results = [level for level, sql in statements if sql.startswith("UPDATE keys SET result")]
         assert (claims, results) == ([2], [1])
         assert not any("PRAGMA" in sql for _, sql in statements)
-        assert len(statements) == 3  # the read, the claim, the result: no BEGIN, no COMMIT
+        assert len(statements) == 2  # the claim, the result: no read, no BEGIN, no COMMIT
+
+
+def _wal_size(path: Path) -> int:
+    return os.path.getsize(f"{path}-wal")
+
+
+def test_sqlite_a_new_key_is_one_insert_and_a_replay_writes_nothing(sqlite_path: Path) -> None:
+    """The claim is the INSERT itself (no read before it); a key that has a row is read after
+    its INSERT found it, and that INSERT changed nothing and wrote nothing to the log (so a
+    full_sync replay flushes nothing either)."""
+    with SQLiteIdempotencyStore(sqlite_path) as store:
+        op = Op(OK)
+        assert store.run_once("k", op, "fp", full_sync=True) == OK
+        statements: list[str] = []
+        conns = [conn for idle in store._idle.values() for conn in idle]
+        assert len(conns) == 2  # NORMAL (the result), FULL (the claim)
+        for conn in conns:
+            conn.set_trace_callback(statements.append)
+        changes, wal = sum(conn.total_changes for conn in conns), _wal_size(sqlite_path)
+        assert store.run_once("k", op, "fp", full_sync=True) == {**OK, "replayed": True}
+        assert store.run_once("k", op, "fp") == {**OK, "replayed": True}
+        assert store.run_once("k", op, "other")["error"] == "idempotency_conflict"
+        assert op.calls == 1
+        assert sum(conn.total_changes for conn in conns) == changes
+        assert _wal_size(sqlite_path) == wal
+        assert [sql.split()[0] for sql in statements] == ["INSERT", "SELECT"] * 3
+        statements.clear()
+        new = Op(OK)
+        assert store.run_once("new", new) == OK and new.calls == 1
+        assert [sql.split()[0] for sql in statements] == ["INSERT", "UPDATE"]
+
+
+def test_sqlite_replays_a_completed_key_when_the_file_cannot_be_written(
+    sqlite_path: Path,
+) -> None:
+    """A replay needs no write: when the claim's INSERT fails (a full disk, a read-only
+    file), a completed key still replays; a new key is busy, and nothing runs."""
+    with SQLiteIdempotencyStore(sqlite_path) as store:
+        op = Op(OK)
+        assert store.run_once("k", op, "fp") == OK
+        [conn] = store._idle[False]
+        conn.execute("PRAGMA query_only = 1")  # every write now fails, as on a full disk
+        assert store.run_once("k", op, "fp") == {**OK, "replayed": True}
+        assert store.run_once("k", op, "other")["error"] == "idempotency_conflict"
+        assert store.run_once("new", op, "fp") == BUSY
+        assert op.calls == 1
+        assert store._idle[False] == []  # the connection that could not write is closed
+        assert store.run_once("new", op, "fp") == OK and op.calls == 2  # a new one can
+
+
+def test_sqlite_a_connection_given_back_after_close_is_closed(sqlite_path: Path) -> None:
+    """A connection in use while the store closes is closed when it is given back, never
+    left open in the pool."""
+    store = SQLiteIdempotencyStore(sqlite_path)
+    conn = store._checkout(False)  # in use, as during a claim
+    store.close()
+    store._checkin(conn, healthy=True)
+    assert store._idle == {False: [], True: []}
+    with pytest.raises(sqlite3.ProgrammingError):
+        conn.execute("SELECT 1")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_sqlite_a_forked_child_opens_its_own_connections(sqlite_path: Path) -> None:
+    with SQLiteIdempotencyStore(sqlite_path) as store:
+        assert store.run_once("parent", Op(OK)) == OK
+        [inherited] = store._idle[False]
+        pid = os.fork()
+        if pid == 0:  # the child: its own connection, the parent's set aside (never closed)
+            status = 1
+            try:
+                child_op = Op(OK)
+                ok = store.run_once("child", child_op) == OK and child_op.calls == 1
+                [own] = store._idle[False]
+                status = 0 if ok and own is not inherited and store._inherited == [inherited] else 1
+            finally:
+                os._exit(status)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert store._idle[False] == [inherited]  # the parent's pool is its own
+        assert inherited.execute("SELECT count(*) FROM keys").fetchone() == (2,)
+        assert store.result("child") == OK
 
 
 def test_sqlite_closed_store_refuses_work(sqlite_path: Path) -> None:
@@ -1064,6 +1146,23 @@ def test_sqlite_locked_before_the_claim_is_busy_and_runs_nothing(
     locked_db.execute("ROLLBACK")
     assert store.run_once("k", op, "fp") == OK  # nothing was claimed: the key is free
     assert op.calls == 1
+    store.close()
+
+
+def test_sqlite_locked_past_the_busy_timeout_still_replays_a_completed_key(
+    sqlite_path: Path, locked_db: sqlite3.Connection
+) -> None:
+    """The claim's INSERT waits for the write lock even for a completed key; past the busy
+    timeout the key is read, and a completed one replays (a replay needs no write)."""
+    store = SQLiteIdempotencyStore(sqlite_path, busy_timeout_seconds=0.01)
+    op = Op(OK)
+    assert store.run_once("k", op, "fp") == OK
+    locked_db.execute("BEGIN IMMEDIATE")
+    assert store.run_once("k", op, "fp") == {**OK, "replayed": True}
+    assert store.run_once("k", op, "other")["error"] == "idempotency_conflict"
+    assert store.run_once("new", op, "fp") == BUSY
+    assert op.calls == 1
+    locked_db.execute("ROLLBACK")
     store.close()
 
 

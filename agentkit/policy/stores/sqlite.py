@@ -16,14 +16,18 @@ SQLite durability (``PRAGMA synchronous``)
 
 SQLite concurrency and cost
     One row per key (``keys``): a claim while ``result`` is NULL, a completed key once it is
-    set. A new key is one read (a replay never takes the write lock), one ``INSERT OR
-    IGNORE`` (atomic on the primary key: two processes can never both claim) and, once the
-    operation returns, one ``UPDATE ... WHERE key = ? AND token = ?``: each is its own
-    autocommit transaction. A key claimed already (in progress, stale, taken over) takes the
-    careful path, a ``BEGIN IMMEDIATE`` transaction that takes the database's write lock up
-    front. The operation and the status lookup run outside any transaction: a slow tool
-    never holds the lock. Connections are pooled per store and never used by two threads at
-    once; a busy database is waited for up to ``busy_timeout`` (10 s).
+    set. A new key is one ``INSERT OR IGNORE`` (atomic on the primary key: two processes can
+    never both claim) and, once the operation returns, one ``UPDATE ... WHERE key = ? AND
+    token = ?``: each is its own autocommit transaction, two commits in all, and no read
+    before the claim. A key that has a row is read after its INSERT found it (that INSERT
+    writes and flushes nothing, but waits for the write lock like any writer): a completed
+    key replays; one claimed already (in progress, stale, taken over) takes the careful
+    path, a ``BEGIN IMMEDIATE`` transaction that takes the database's write lock up front.
+    When the INSERT cannot write at all (a full disk, a lock held past ``busy_timeout``), a
+    completed key still replays from a read. The operation and the status lookup run
+    outside any transaction: a slow tool never holds the lock. Connections are pooled per
+    store and never used by two threads at once; a busy database is waited for up to
+    ``busy_timeout`` (10 s).
 
 Schema version
     ``PRAGMA user_version`` holds the layout's version (:data:`SCHEMA_VERSION`). A file of
@@ -253,6 +257,19 @@ def _complete(
         return True
     conn.execute(_COMPLETE_LOST, (key, fingerprint, text, now))
     return False
+
+
+def _readable_result(conn: sqlite3.Connection, key: str) -> tuple[str | None, str] | None:
+    """The completed result of ``key`` (fingerprint, text), read after the claim's INSERT
+    failed (a replay needs no write); None when the key is not completed, or the read fails
+    too."""
+    try:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        row = conn.execute(_ENTRY, (key,)).fetchone()
+    except sqlite3.Error:
+        return None
+    return None if row is None or row[0] is None else (row[1], row[0])
 
 
 def _claim_row(claim: Claim) -> tuple[Any, ...]:
@@ -542,28 +559,35 @@ class SQLiteIdempotencyStore(OperableStore):
             if write:
                 conn.execute("COMMIT")
 
-    # ---- the steps: a new key is one read and one INSERT, its completion one UPDATE
+    # ---- the steps: a new key is one INSERT, its completion one UPDATE
 
     def claim(
         self, key: str, fingerprint: str | None, ttl: float, *, may_take_over: bool,
         full_sync: bool = False,
     ) -> Result | tuple[str, Claim]:
-        """A read (a replay never takes the write lock), then for a free key one
-        ``INSERT OR IGNORE`` (the primary key makes it atomic); a key claimed already takes
-        the careful path, one ``BEGIN IMMEDIATE`` transaction."""
+        """One ``INSERT OR IGNORE`` (the primary key makes it atomic): a free key is claimed
+        by it, in one statement, with no read before it. A key that has a row is read after
+        its INSERT found it: a completed one replays, one claimed already takes the careful
+        path (one ``BEGIN IMMEDIATE`` transaction).
+
+        The INSERT of a key that has a row writes nothing (and so flushes nothing), but waits
+        for the write lock like any writer. When it cannot write at all (a full disk, a lock
+        held past ``busy_timeout``), a completed key is still replayed from a read."""
         self._same_file()
+        now = self.clock()
+        mine = self.new_claim(fingerprint, now, ttl)
         conn = self._checkout(full_sync)  # (no context manager: this is the hot path)
         try:
+            if conn.execute(_INSERT_CLAIM, (key, *_claim_row(mine), now)).rowcount == 1:
+                self._checkin(conn, healthy=True, full_sync=full_sync)
+                return (CLAIMED, mine)
             row = conn.execute(_ENTRY, (key,)).fetchone()
-            if row is None:
-                now = self.clock()
-                mine = self.new_claim(fingerprint, now, ttl)
-                inserted = conn.execute(_INSERT_CLAIM, (key, *_claim_row(mine), now))
-                if inserted.rowcount == 1:
-                    self._checkin(conn, healthy=True, full_sync=full_sync)
-                    return (CLAIMED, mine)
         except sqlite3.Error as exc:
-            self._failed(conn, exc, full_sync)
+            stored = _readable_result(conn, key)
+            if stored is None:
+                self._failed(conn, exc, full_sync)
+            self._checkin(conn, healthy=True, full_sync=full_sync)  # it read: it works
+            return self._replay(stored, fingerprint)
         self._checkin(conn, healthy=True, full_sync=full_sync)
         if row is not None and row[0] is not None:
             return self._replay((row[1], row[0]), fingerprint)
