@@ -102,7 +102,7 @@ test-postgres: install
 	    tests/policy/test_store_migration.py tests/policy/test_store_operations.py \
 	    tests/policy/test_store_outage_log.py tests/faces/test_keys_cli.py \
 	    tests/policy/test_store_event_loops.py tests/policy/test_caller_goes_away.py \
-	    tests/faces/test_face_langgraph_restarts.py -p no:cacheprovider
+	    tests/faces/test_face_langgraph_restarts.py tests/test_examples.py -p no:cacheprovider
 
 ## The MCP server through another implementation: the MCP Inspector's CLI (npx, from npm;
 ## needs Debian's nodejs and npm, which .ci/run installs). Skips without npx, except under CI.
@@ -121,13 +121,14 @@ test-notebooks: install
 test-browser: install
 	$(BIN)/python -m pytest tests/browser -m browser -p no:cacheprovider
 
-## ruff over the package, the tests, the tools and the benchmarks ([tool.ruff] in pyproject).
+## ruff over the package, the tests, the tools, the benchmarks and the examples ([tool.ruff] in pyproject).
 lint: install
-	$(BIN)/ruff check agentkit tests tools benchmarks
+	$(BIN)/ruff check agentkit tests tools benchmarks examples
 
-## mypy --strict over the package and the typing test of the public API ([tool.mypy]).
+## mypy --strict over the package, the typing test of the public API and the practitioner's
+## example, which a user copies as it is ([tool.mypy]).
 typecheck: install
-	$(BIN)/mypy --strict agentkit tests/typing
+	$(BIN)/mypy --strict agentkit tests/typing examples/practitioner
 
 ## Re-execute every notebook in order and store its outputs (run before committing).
 notebooks: install

@@ -214,16 +214,24 @@ def purge_rows(label: str, data: dict[str, Any] | None, why: str, keys: int) -> 
         return [Row(group, f"purge of {keys:,} keys", None, "keys/s", note=why)], Goal(
             goal, None, "<", 50, "ms", why_missing=why)
     during, alone = data["during"], data["alone"]
+    made = data.get("checkpoints")
+
+    def also(phase: str) -> str:
+        if not made:
+            return ""
+        count = made[phase]
+        return f"; {count} checkpoint{'s' if count != 1 else ''} meanwhile"
+
     rows = [
         Row(group, f"purge of {keys:,} keys, 7 days' retention", data["purge_keys_per_second"],
             "keys/s", note=f"{data['purged']:,} purged in {data['purge_seconds']:.1f} s by another"
             f" process; {data['left']} left"),
         Row(group, "worst new-key run_once during the purge", during["worst_ms"], "ms",
             note=f"{during['calls']:,} calls, one per ms; p99.9 {during['p999_ms']:.1f} ms,"
-            f" median {during['median_ms']:.2f} ms"),
+            f" median {during['median_ms']:.2f} ms{also('during')}"),
         Row(group, "worst new-key run_once without a purge, as long (same run)", alone["worst_ms"], "ms",
             note=f"{alone['calls']:,} calls; p99.9 {alone['p999_ms']:.1f} ms, median"
-            f" {alone['median_ms']:.2f} ms"),
+            f" {alone['median_ms']:.2f} ms{also('alone')}"),
         Row(group, "bytes per completed key", data["bytes_per_key"], "B",
             note=f"{keys:,} create_ticket-sized keys, filled in {data['fill_seconds']:.0f} s"),
     ]

@@ -103,7 +103,8 @@ def test_lab_settings_silence_the_news_popup():
 def test_the_tests_are_laid_out_like_the_package() -> None:
     """A change's tests are found next to where it lives: one folder per layer of the package
     (agentkit/boundary → tests/boundary, …), notebooks/ and browser/ for the lessons as run, and
-    at the top only the checks of the project as a whole (layers, docs, packaging, README)."""
+    at the top only the checks of the project as a whole (layers, docs, packaging, README and
+    the examples/ scripts that show it)."""
     tests = ROOT / "tests"
     layers = {p.name for p in (ROOT / "agentkit").iterdir()
               if (p / "__init__.py").is_file() and p.name != "data"}
@@ -113,8 +114,8 @@ def test_the_tests_are_laid_out_like_the_package() -> None:
         assert sorted((tests / folder).glob("test_*.py")), f"tests/{folder}/ has no test"
     whole = {p.name for p in tests.glob("test_*.py")}
     assert whole == {
-        "test_bench_harness.py", "test_docs.py", "test_layers.py", "test_makefile.py",
-        "test_offline_room.py", "test_project.py", "test_readme.py", "test_user_typing.py",
+        "test_bench_harness.py", "test_docs.py", "test_examples.py", "test_layers.py",
+        "test_makefile.py", "test_offline_room.py", "test_project.py", "test_readme.py", "test_user_typing.py",
         "test_wheel.py",
     }, whole
     names = [p.name for p in tests.rglob("*.py") if p.parent.name != "typing" and p.name != "conftest.py"]

@@ -19,13 +19,14 @@ from typing import Any
 
 import pytest
 from test_store_migration import release  # tests/ is on sys.path
-from test_stores import OK, TINY_TTL, UNKNOWN, WAIT, Backend, Hung, Op
+from test_stores import OK, TINY_TTL, UNKNOWN, WAIT, Backend, Hung, Op, PgSchema
 
 from agentkit.policy.stores import (
     DEFAULT_RETENTION_SECONDS,
     ApprovalEntry,
     IdempotencyStore,
     KeyEntry,
+    PostgresIdempotencyStore,
     SQLiteIdempotencyStore,
     copy_store,
     operations,
@@ -220,6 +221,124 @@ def test_a_purge_holds_no_claim_up_between_its_steps(backend: Backend, monkeypat
         purge.join(WAIT)
     assert purged == [2000]
     assert keys_of(store) == {"fresh": "completed"}
+
+
+class FakeTime:
+    """``operations.time`` for the pacing tests: a clock that each step and tidy advance, and
+    the pauses the purge asked for."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.pauses: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.pauses.append(round(seconds, 6))
+        self.now += seconds
+
+
+@pytest.mark.parametrize(("pause", "took", "tidy", "rest"), [
+    (0.0, 0.004, 0.010, 0.014),    # PostgreSQL: a 10 ms flush; then as long as step and flush
+    (0.0, 0.004, 0.0, 0.004),      # no tidying: as long as the step
+    (0.025, 0.004, 0.003, 0.022),  # SQLite: the 25 ms pause counts its checkpoint
+    (0.025, 0.030, 0.003, 0.033),  # a long step: as long as it and its checkpoint again
+])
+def test_the_purge_rests_after_its_tidying_as_long_as_its_work_took(
+    monkeypatch, pause: float, took: float, tidy: float, rest: float,
+) -> None:
+    """The tidying (a checkpoint, a log flush) is the purge's own work: it does not count as
+    the rest that gives the workers their turn, which lasts at least as long as the step
+    and the tidying took (so a purge takes at most half the time), and at least ``pause``."""
+    fake = FakeTime()
+    monkeypatch.setattr(operations, "time", fake)
+    ends = iter(["k2", "k4", None])
+
+    def step(after: str | None, before: float, window: int) -> tuple[str | None, int]:
+        fake.now += took
+        return next(ends), 2
+
+    def tidying() -> None:
+        fake.now += tidy
+
+    assert operations.purge_in_windows(
+        100.0, keys=step, approvals=lambda after, before, window: (None, 0), pending=[],
+        delete_pending=lambda approval_id, record: False, pause=pause, tidy=tidying,
+    ) == (6, 0)
+    assert fake.pauses == [rest, rest]  # after each step that deleted and did not end the walk
+
+
+def test_pg_the_purge_flushes_the_log_of_each_step_before_it_rests(monkeypatch) -> None:
+    """On a real server: after every DELETE step, the purge itself flushes the write-ahead log
+    up to the end of that step (a durable commit), before its pause, so that no worker's
+    claim has to flush the purge's log in its own commit."""
+    pg = PgSchema()
+    store: Any = None
+    try:
+        store = PostgresIdempotencyStore(pg.dsn, 300, retention_seconds=RETENTION)
+        now = store.store_now()
+        store.add_keys([KeyEntry(f"k{i:05d}", "fp", '{"ok":true}', None, now - 2 * RETENTION)
+                        for i in range(3000)])
+        events: list[str] = []
+        written: list[int] = []  # the log's insert position right after each DELETE step
+        window, flush = store._purge_window, store._flush_log
+
+        def lsn(function: str) -> int:
+            return int(pg.execute(f"SELECT {function}() - '0/0'::pg_lsn")[0][0])
+
+        def stepped(*args: Any) -> tuple[str | None, int]:
+            end, gone = window(*args)
+            if gone:
+                events.append("step")
+                written.append(lsn("pg_current_wal_insert_lsn"))
+            return end, gone
+
+        def flushed() -> None:
+            flush()
+            events.append("flush")
+            assert lsn("pg_current_wal_flush_lsn") >= written[-1]
+
+        monkeypatch.setattr(store, "_purge_window", stepped)
+        monkeypatch.setattr(store, "_flush_log", flushed)
+        monkeypatch.setattr(operations, "time", types.SimpleNamespace(
+            monotonic=time.monotonic, sleep=lambda seconds: events.append("rest")))
+        assert store.purge() == 3000
+    finally:
+        if store is not None:
+            store.close()
+        pg.drop()
+    steps = events.count("step")
+    assert steps >= 3  # 3,000 keys, windows of at most 1,024
+    assert events == ["step", "flush", "rest"] * steps
+
+
+def test_pg_a_server_that_refuses_the_flush_is_purged_without_it(monkeypatch, caplog) -> None:
+    """A server where the flush's function is refused (revoked, say): the purge deletes
+    exactly what it would, says so in one INFO line, and stops asking."""
+    from agentkit.policy.stores import postgres
+
+    monkeypatch.setattr(postgres, "_FLUSH_LOG", "SELECT agentkit_no_such_function()")
+    pg = PgSchema()
+    store: Any = None
+    try:
+        store = PostgresIdempotencyStore(pg.dsn, 300, retention_seconds=RETENTION)
+        now = store.store_now()
+        store.add_keys([KeyEntry(f"k{i:05d}", "fp", '{"ok":true}', None, now - 2 * RETENTION)
+                        for i in range(3000)])
+        store.run_once("young", Op(OK), "fp")
+        monkeypatch.setattr(operations, "time", types.SimpleNamespace(
+            monotonic=time.monotonic, sleep=lambda seconds: None))
+        with caplog.at_level("INFO", logger="agentkit.policy.stores"):
+            assert store.purge() == 3000
+        assert keys_of(store) == {"young": "completed"}
+    finally:
+        if store is not None:
+            store.close()
+        pg.drop()
+    said = [r for r in caplog.records if "cannot flush the log" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelname == "INFO"
+    assert "agentkit_no_such_function" in said[0].getMessage()
 
 
 # --------------------------------------------------------------------------- listing and copying

@@ -22,11 +22,13 @@ Why purging never holds a claim up
     statement, so one step touches at most a window of rows and a claim (one row, found
     through the primary key: O(log n)) never waits for more than one step. The window grows
     or shrinks (at most 1,024 keys; a step's time is far from linear in its size on a busy
-    disk) so that one step stays near :data:`PURGE_STEP_SECONDS`, and after every step that
-    deleted something the purge pauses, at least as long as the step took and at least the
-    backend's pause (SQLite: 25 ms, so that a writer waiting for its one write lock, which
-    sleeps and retries, gets it before the next step). ``make bench`` measures the worst
-    ``run_once`` of a worker during the purge of 1M keys (benchmarks/purge.py).
+    disk) so that one step stays near :data:`PURGE_STEP_SECONDS`. After every step that
+    deleted something the backend tidies (SQLite checkpoints the log, PostgreSQL flushes it,
+    so that no claim's commit carries the purge's log) and the purge pauses: the rest after
+    the tidying lasts at least as long as the step and the tidying took, and the whole pause
+    at least the backend's pause (SQLite: 25 ms, so that a writer waiting for its one write
+    lock, which sleeps and retries, gets it before the next step). ``make bench`` measures
+    the worst ``run_once`` of a worker during the purge of 1M keys (benchmarks/purge.py).
 
 Copying
     :func:`copy_store` copies every key (completed results and claims, with their owners and
@@ -228,11 +230,12 @@ def purge_in_windows(
     tidy: Callable[[], None] | None = None,
 ) -> tuple[int, int]:
     """A durable store's purge: its keys, then its settled or expired approvals, window by
-    window of the primary key, each window one short step, with a pause of at least
-    ``pause`` (and at least as long as the step took) after every step that deleted
-    something, which begins with ``tidy()`` when given (SQLite: the purge checkpoints the
-    log it wrote, so that no claim's commit has to); then the ``pending`` approvals whose
-    time ran out before ``before``."""
+    window of the primary key, each window one short step, with a pause after every step
+    that deleted something, which begins with ``tidy()`` when given (SQLite: the purge
+    checkpoints the log it wrote; PostgreSQL: it flushes it; so that no claim's commit has
+    to) and then rests at least as long as the step and the tidying took, the whole pause
+    lasting at least ``pause``; then the ``pending`` approvals whose time ran out before
+    ``before``."""
     deleted_keys = _paced(keys, before, pause, tidy)
     deleted_approvals = _paced(approvals, before, pause, tidy)
     for entry in pending:
@@ -257,10 +260,14 @@ def _paced(step: PurgeStep, before: float, pause: float, tidy: Callable[[], None
         elif took < PURGE_STEP_SECONDS / 2:
             window = min(_MAX_WINDOW, window * 2)
         if gone:
-            rest = time.monotonic() + max(pause, took)
+            tidied = 0.0
             if tidy is not None:
+                began = time.monotonic()
                 tidy()
-            time.sleep(max(0.0, rest - time.monotonic()))
+                tidied = time.monotonic() - began
+            # The tidying is the purge's work too: the rest after it is at least as long as
+            # the step and the tidying took, and the whole pause at least ``pause``.
+            time.sleep(max(0.0, pause - tidied, took + tidied))
 
 
 def expired_before(record: str, before: float) -> bool:
