@@ -270,9 +270,6 @@ _PURGE_APPROVALS = (
     " AND updated_at < to_timestamp(%s)"
 )
 
-# The purge's log flush (PostgresIdempotencyStore._flush_log): one record, committed durably.
-_FLUSH_LOG = "SELECT pg_logical_emit_message(true, 'agentkit.purge', '')"
-
 
 def _claim_row(claim: Claim) -> tuple[Any, ...]:
     return (claim.token, claim.fingerprint, claim.host, claim.pid, claim.start_time,
@@ -625,7 +622,6 @@ class PostgresIdempotencyStore(OperableStore):
         # one loop), closed with their loop (see "Event loops" above).
         self._apools: dict[asyncio.AbstractEventLoop, _LoopPools] = {}
         self._closed = False
-        self._flush_refused = False  # the server refused the purge's log flush (_flush_log)
 
     # ---- connections
 
@@ -1152,9 +1148,14 @@ class PostgresIdempotencyStore(OperableStore):
     def purge_before(self, before: float) -> tuple[int, int]:
         """Window by window of the primary key: a read, then (only if the window holds
         something to delete) one DELETE bounded by the window, which locks only the rows it
-        deletes; no other key waits for it. After each DELETE the purge flushes the log it
-        wrote (:meth:`_flush_log`), and it rests as long as the step and the flush took, so
-        it takes at most half of the server's time (and its disk's) from the workers."""
+        deletes; no other key waits for it. Each DELETE commits on a durable session: it
+        waits for the log it wrote to be flushed, as a claim's commit does. (Committed
+        without waiting, a step's log, a whole image of every page it is first to change
+        after a checkpoint, about 300 bytes per key, would be flushed by the next claim's
+        commit, which would then wait for the purge's megabytes instead of its own record:
+        the claims beside such a purge wait in ``IO:WALSync``, never on a lock.) The purge
+        rests as long as each step took, its flush included, so it takes at most half of
+        the server's time (and its disk's) from the workers."""
         return purge_in_windows(
             before,
             keys=lambda after, cut, n: self._purge_window(_KEY_WINDOW, _PURGE_KEYS, "key", after, cut, n),
@@ -1163,44 +1164,14 @@ class PostgresIdempotencyStore(OperableStore):
             pending=self.approval_page(PENDING),
             delete_pending=self._delete_pending,
             pause=0.0,
-            tidy=self._flush_log,
         )
-
-    def _flush_log(self) -> None:
-        """Flush the write-ahead log up to here, as a durable commit does.
-
-        A purge step commits without waiting for the flush (its session is relaxed), and a
-        DELETE logs a whole image of every page it is first to change after a checkpoint,
-        about 300 bytes per key. Left unflushed, that log is flushed by the next claim's
-        commit, which then waits for the purge's megabytes instead of its own record (the
-        claims beside a purge wait in ``IO:WALSync``). Flushed here, a claim's commit carries
-        at most one step's log, and the purge's rest covers the flush.
-
-        The flush is a transaction that writes one log record (a transactional logical
-        message, prefix ``agentkit.purge``, empty; logical decoding shows it, nothing else
-        does) and commits on a durable session: with ``synchronous_commit = on`` a commit
-        that wrote a record waits until the log up to it is on disk (assigning a transaction
-        id alone writes none, so ``txid_current()`` would not wait). A server that refuses
-        the function purges without this flush.
-        """
-        if self._flush_refused:
-            return
-        import psycopg
-
-        with self._connection(durable=True) as conn:
-            try:
-                conn.execute(_FLUSH_LOG)
-            except psycopg.Error as exc:
-                self._flush_refused = True
-                logger.info("%s: the purge cannot flush the log between its steps (%s);"
-                            " it goes on without", self.address, self._reason(exc))
 
     def _purge_window(
         self, window_sql: str, delete_sql: str, column: str, after: str | None, before: float,
         window: int,
     ) -> tuple[str | None, int]:
         lower, args = (f"WHERE {column} > %s", (after,)) if after is not None else ("", ())
-        with self._connection(durable=False) as conn:
+        with self._connection(durable=True) as conn:  # its log flushed by its own commit
             row = conn.execute(window_sql.format(lower=lower), (before, *args, window)).fetchone()
             assert row is not None
             end, expired = row
