@@ -34,7 +34,7 @@ from agentkit.faces.framework import (
 from agentkit.policy.runner import ToolRunner
 
 try:
-    from agents import FunctionTool, RunContextWrapper, RunState, ToolApprovalItem
+    from agents import FunctionTool, RunContextWrapper, RunState, Tool, ToolApprovalItem
     from agents.tool_context import ToolContext
 except ModuleNotFoundError as missing:  # one clear line in a notebook, not a traceback
     raise MissingFramework('openai_agents', 'openai-agents', missing) from None
@@ -42,8 +42,11 @@ except ModuleNotFoundError as missing:  # one clear line in a notebook, not a tr
 __all__ = ["approve", "function_tools", "reject"]
 
 
-def function_tools(runner: ToolRunner) -> list[FunctionTool]:
-    """One ``FunctionTool`` per registered tool: its name, description and JSON Schema."""
+def function_tools(runner: ToolRunner) -> list[Tool]:
+    """One ``FunctionTool`` per registered tool: its name, description and JSON Schema.
+
+    Typed as the SDK's own ``list[Tool]``, what ``Agent(tools=...)`` takes (a list is
+    invariant: a ``list[FunctionTool]`` would not check there)."""
     return [_function_tool(runner, spec) for spec in runner.registry]
 
 

@@ -169,7 +169,7 @@ async def with_openai_agents(runner: ToolRunner, turns: Turns, answer_text: str)
         [assistant_message(answer_text)],
     ])
     # [*...]: a new list, which mypy reads as the list of the SDK's Tool union Agent asks for
-    agent = Agent(name="support", model=model, tools=[*function_tools(runner)])
+    agent = Agent(name="support", model=model, tools=function_tools(runner))
     result = await Runner.run(agent, "Is T-1 still open? And open a ticket for this request.")
     read = [str(item.output) for item in result.new_items if item.type == "tool_call_output_item"]
     return [*read, str(result.final_output)]
