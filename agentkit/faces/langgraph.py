@@ -36,20 +36,26 @@ its top on resume, and a host may cancel a resume (``asyncio.wait_for``, the gra
 settled on a thread of its own that no cancellation reaches; a re-run of the node (in this
 process) joins it and reads its receipt, a later process finds the approval settled (or, if
 the process died mid-write, the runner recovers it through the status lookup). A read in the
-same node may run again. Importing this module imports LangGraph (extra
+same node may run again. On the async path, as on the sync one, the node's irreversible calls
+decide one at a time in the model's order, each once the one before is settled, and a run
+that stops on a question (or fails) ends only once every call of it has ended: LangGraph's
+``asyncio.gather`` would pass the question on at once, so a host that ends with it (one
+process per request) would end an approved write midway, and its checkpoint would already
+wait on the next question. Importing this module imports LangGraph (extra
 ``agentkit[langgraph]``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import hashlib
 import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -104,23 +110,29 @@ def tool_node(runner: ToolRunner, *, name: str = "tools") -> ToolNode:
     ) -> ToolMessage:
         call = request.tool_call
         tool, call_id = call["name"], call.get("id")
-        if not _irreversible(runner, tool):
-            return _message(await runner.acall(tool, call["args"], call_id=call_id), tool, call_id)
         node = _run()
-        async with node.in_model_order():  # the node's irreversible calls decide in turn
-            result = await runner.acall(tool, call["args"], call_id=call_id)
-            asked = _Asked(request, result)
-            settling: Future[dict[str, Any]] | None = None
-            if result.get("error") == _IN_PROGRESS:
-                settling = settlements.get(asked.key)
-            elif result.get("error") == _APPROVAL_REQUIRED:
-                book = _AskLog(runner.store, asked.task)
-                answer = await node.aanswer(asked, book)
-                settling = _settle(runner, settlements, asked, answer)
-        if settling is not None:
-            # asyncio.wrap_future cannot cancel it: a running settlement is never cancelled
-            result = await asyncio.wrap_future(settling)
-        return _message(result, tool, call_id)
+        with node.one_call():  # the run ends only once every call of it has ended
+            if not _irreversible(runner, tool):
+                result = await runner.acall(tool, call["args"], call_id=call_id)
+                return _message(result, tool, call_id)
+            # The node's irreversible calls decide in turn, and each keeps its turn until it
+            # is settled (as on the sync path): the next one decides, and may stop the run on
+            # its question, only once this one's approved write has landed and been recorded.
+            async with node.in_model_order():
+                result = await runner.acall(tool, call["args"], call_id=call_id)
+                asked = _Asked(request, result)
+                settling: Future[dict[str, Any]] | None = None
+                if result.get("error") == _IN_PROGRESS:
+                    settling = settlements.get(asked.key)
+                elif result.get("error") == _APPROVAL_REQUIRED:
+                    book = _AskLog(runner.store, asked.task)
+                    answer = await node.aanswer(asked, book)
+                    settling = _settle(runner, settlements, asked, answer)
+                if settling is not None:
+                    # asyncio.wrap_future cannot cancel it: a running settlement is never
+                    # cancelled (a cancelled wait gives up its turn, not the write)
+                    result = await asyncio.wrap_future(settling)
+            return _message(result, tool, call_id)
 
     return _AgentkitToolNode(tools(runner), name=name, handle_tool_errors=False,
                              wrap_tool_call=wrap, awrap_tool_call=awrap)
@@ -177,9 +189,18 @@ class _AgentkitToolNode(ToolNode):
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None,
                       **kwargs: Any) -> Any:
-        token = _RUN.set(_NodeRun())
+        run = _NodeRun()
+        token = _RUN.set(run)
         try:
             return await super().ainvoke(input, config, **kwargs)
+        except Exception:
+            # A question (GraphInterrupt) or a failure ends the node, and LangGraph's
+            # asyncio.gather passes it on at once, its other calls still running: the run
+            # ends once they have ended, as on the sync path (whose executor waits for them),
+            # so a host that ends with the question ends no write of this run midway.
+            # (A cancelled run stops waiting at once: the host's own choice.)
+            await run.calls_ended()
+            raise
         finally:
             _RUN.reset(token)
 
@@ -242,6 +263,24 @@ class _NodeRun:
         self._stopped: GraphInterrupt | None = None  # the question this run stops on
         self._out_of_step = False  # a stored answer the log does not explain
         self._last_turn: asyncio.Future[None] | None = None
+        self._call_ends: list[asyncio.Future[None]] = []  # async path: one per call of the run
+
+    @contextlib.contextmanager
+    def one_call(self) -> Iterator[None]:
+        """One call of this run (async path), from its start to its end, however it ends."""
+        ended = asyncio.get_running_loop().create_future()
+        self._call_ends.append(ended)
+        try:
+            yield
+        finally:
+            if not ended.done():
+                ended.set_result(None)
+
+    async def calls_ended(self) -> None:
+        """Once every call of this run has ended (a cancelled wait cancels none of them)."""
+        running = [ended for ended in self._call_ends if not ended.done()]
+        if running:
+            await asyncio.wait(running)
 
     def answer(self, asked: _Asked, book: _AskLog) -> Any:
         """The person's answer to ``asked``; raises ``GraphInterrupt`` to ask for it (or for
@@ -266,8 +305,8 @@ class _NodeRun:
         raise self._stop(position, logged, asked)
 
     def in_model_order(self) -> _Turn:
-        """The node's irreversible calls decide one at a time, in the model's order (the
-        order their tasks start in), whatever their awaits."""
+        """The node's irreversible calls decide (and settle) one at a time, in the model's
+        order (the order their tasks start in), whatever their awaits."""
         previous, mine = self._last_turn, asyncio.get_running_loop().create_future()
         self._last_turn = mine
         return _Turn(previous, mine)

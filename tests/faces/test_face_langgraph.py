@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -214,24 +217,35 @@ def test_an_irreversible_write_with_the_budget_spent_asks_nobody():
 
 
 class Payments:
-    """A payment tool whose handler can be held mid-payment (``hold``), counting real calls."""
+    """A payment tool whose handler can be held mid-payment (``hold``), and a search that can
+    be held mid-search (``hold_search``), counting real calls. ``on_enter`` is called (on the
+    handler's thread) whenever a held handler starts; ``returned`` lists what has returned."""
 
-    def __init__(self, budget: int | None = None, hold: bool = False) -> None:
+    def __init__(self, budget: int | None = None, hold: bool = False,
+                 hold_search: bool = False) -> None:
         import threading
 
         from agentkit import Budget, ToolRegistry, ToolRunner, ToolSpec
 
         self.paid: list[str] = []
+        self.returned: list[str] = []
+        self.on_enter: Callable[[], None] = lambda: None
         self.entered = threading.Event()
         self.release = threading.Event()
         if not hold:
             self.release.set()
+        search_released = threading.Event()
+        self.release_search = search_released.set
+        if not hold_search:
+            search_released.set()
 
         def send_payment(to: str, cents: int) -> str:
             """Send a payment."""
             self.paid.append(to)
             self.entered.set()
+            self.on_enter()
             assert self.release.wait(30)
+            self.returned.append(to)
             return f"paid {cents} cents to {to}"
 
         def status(to: str, cents: int) -> str | None:
@@ -242,6 +256,10 @@ class Payments:
         def search(query: str) -> str:
             """Search the notes."""
             self.searches += 1
+            if not search_released.is_set():
+                self.on_enter()
+                assert search_released.wait(30)
+            self.returned.append("search")
             return f"notes on {query}"
 
         specs = [ToolSpec("send_payment", "Send a payment.", "irreversible_write", 30.0, 1, 2000,
@@ -250,7 +268,8 @@ class Payments:
         self.runner = ToolRunner(ToolRegistry(specs), budget=Budget(budget),
                                  sleep=lambda seconds: None)
 
-    def graph(self, calls: list[dict], *, step_timeout: float | None = None):
+    def graph(self, calls: list[dict], *, step_timeout: float | None = None,
+              checkpointer: InMemorySaver | None = None):
         def model(state: MessagesState) -> dict:
             return {"messages": [AIMessage("", tool_calls=calls)]}
 
@@ -259,7 +278,7 @@ class Payments:
         graph.add_node("tools", face.tool_node(self.runner))
         graph.add_edge(START, "model")
         graph.add_edge("model", "tools")
-        app = graph.compile(checkpointer=InMemorySaver())
+        app = graph.compile(checkpointer=checkpointer or InMemorySaver())
         if step_timeout is not None:
             app.step_timeout = step_timeout
         return app
@@ -312,6 +331,115 @@ def test_a_cancelled_resume_does_not_break_the_conversation(how):
     assert payments.paid == ["ada"]
     again = asyncio.run(retry())  # resuming once more changes nothing
     assert tool_messages(again) == {"call_ada": "paid 100 cents to ada"} and payments.paid == ["ada"]
+
+
+class InlineExecutor(ThreadPoolExecutor):
+    """The loop's default executor for a test: what the loop hands it (``asyncio.to_thread``,
+    LangGraph's sync nodes) runs at once, on the loop's own thread. The loop then waits on
+    nothing but the handler threads the test holds, so how far a node run gets while they are
+    held is the same on every run, however loaded the machine."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        done: Future[Any] = Future()
+        try:
+            done.set_result(fn(*args, **kwargs))
+        except BaseException as exc:
+            done.set_exception(exc)
+        return done
+
+
+class SavedQuestions(InMemorySaver):
+    """A checkpointer that notes, each time the graph saves a question (an interrupt), what
+    the held handlers had returned by then."""
+
+    def __init__(self, payments: Payments) -> None:
+        super().__init__()
+        self.payments = payments
+        self.returned_by_then: list[list[str]] = []
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        if any(channel == "__interrupt__" for channel, _ in writes):
+            self.returned_by_then.append(list(self.payments.returned))
+        super().put_writes(config, writes, task_id, task_path)
+
+
+#: Loop turns the test gives a node run while a handler is held: far more than a run needs to
+#: finish when nothing holds it back (with :class:`InlineExecutor`: the same count every run).
+TURNS = 5000
+
+
+async def _run_while_held(app: Any, payments: Payments, request: Any,
+                          config: dict) -> tuple[bool, list[str], dict]:
+    """Run ``request`` while a held handler runs: whether the run had ended before the handler
+    was released (after :data:`TURNS` turns of the loop), the calls this run had sent the
+    runner by then, and the run's result."""
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(InlineExecutor(max_workers=1))
+    held = asyncio.Event()
+    payments.on_enter = lambda: loop.call_soon_threadsafe(held.set)
+    earlier = len(payments.runner.trace.records)
+    run = asyncio.ensure_future(app.ainvoke(request, config))
+    await held.wait()
+    for _ in range(TURNS):
+        if run.done():
+            break
+        await asyncio.sleep(0)  # one turn of the loop (nothing here waits for time)
+    ended_early = run.done()
+    seen = [record.call_id or "" for record in payments.runner.trace.records[earlier:]]
+    payments.release.set()
+    payments.release_search()
+    return ended_early, seen, await run
+
+
+def test_the_async_node_asks_its_next_question_only_once_the_approved_payment_is_settled():
+    """Carol approved, Dave next. Before, on the async path the node let Dave decide and stop
+    on his question while Carol's approved payment still ran on its thread: the graph saved
+    Dave's question and ``ainvoke`` returned with it, so a host that then ended (one process
+    per request) left Carol's payment half-recorded, and one killed mid-payment had already
+    moved the conversation on to Dave. Now, as on the sync path, each irreversible call keeps
+    its turn until it is settled: Dave is asked once Carol is paid and recorded."""
+    payments = Payments(hold=True)
+    saver = SavedQuestions(payments)
+    app = payments.graph([pay("carol", 200), pay("dave", 300)], checkpointer=saver)
+    config = {"configurable": {"thread_id": "t"}}
+
+    async def drive() -> tuple[bool, list[str], dict]:
+        asked = await app.ainvoke({"messages": [("user", "go")]}, config)
+        assert asked["__interrupt__"][0].value["tool_call_id"] == "call_carol"
+        return await _run_while_held(app, payments, Command(resume=True), config)
+
+    ended_early, seen_while_paying, waiting = asyncio.run(drive())
+    assert not ended_early  # the run waited for Carol's payment
+    assert "call_dave" not in seen_while_paying  # Dave decided after it, as on the sync path
+    assert saver.returned_by_then == [[], ["carol"]]  # Dave's question saved after she was paid
+    assert waiting["__interrupt__"][0].value["tool_call_id"] == "call_dave"
+    assert payments.paid == ["carol"]
+    done = asyncio.run(app.ainvoke(Command(resume=False), config))
+    assert {call: text if not text.startswith("{") else json.loads(text)["error"]
+            for call, text in tool_messages(done).items()} == {
+        "call_carol": "paid 200 cents to carol", "call_dave": "forbidden"}
+    assert payments.paid == ["carol"]  # one payment: the re-run read Carol's receipt
+
+
+def test_the_async_node_stops_on_a_question_only_once_its_other_calls_have_ended():
+    """Ada asks; a search in the same node still runs. Before, LangGraph's ``asyncio.gather``
+    let Ada's question end the node at once, with the search still running (the sync path
+    waits for every call of the node). Now the run ends with the question once the search
+    has ended."""
+    payments = Payments(hold_search=True)
+    saver = SavedQuestions(payments)
+    search = {"name": "search", "args": {"query": "invoices"}, "id": "call_search"}
+    app = payments.graph([pay("ada"), search], checkpointer=saver)
+    config = {"configurable": {"thread_id": "t"}}
+
+    async def drive() -> tuple[bool, list[str], dict]:
+        return await _run_while_held(app, payments, {"messages": [("user", "go")]}, config)
+
+    ended_early, _, asked = asyncio.run(drive())
+    assert not ended_early
+    assert saver.returned_by_then == [["search"]]
+    assert asked["__interrupt__"][0].value["tool_call_id"] == "call_ada"
+    assert payments.searches == 1 and payments.paid == []
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

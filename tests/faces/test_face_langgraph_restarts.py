@@ -13,21 +13,13 @@ pytest.importorskip("langgraph.checkpoint.sqlite")
 
 from test_face_restarts import LATER, step
 
-#: Known and open: on a loaded machine the async step that dies paying Carol sometimes prints
-#: its report (Dave's question, nothing paid) and exits 1, about one run in five under load;
-#: the sync path never has. Still run every time, reported as XFAIL/XPASS, until it is found.
-ASYNC_RACE = pytest.mark.xfail(
-    strict=False,
-    reason="open race on the async path under load: the dying step reports before it dies")
-
 
 def _checkpointers() -> list[Any]:
     return [
         pytest.param({}, id="sqlite-sync"),
-        pytest.param({"AGENTKIT_TEST_ASYNC": "1"}, id="sqlite-async", marks=ASYNC_RACE),
+        pytest.param({"AGENTKIT_TEST_ASYNC": "1"}, id="sqlite-async"),
         pytest.param({"postgres": "1"}, id="postgres-sync"),
-        pytest.param({"postgres": "1", "AGENTKIT_TEST_ASYNC": "1"}, id="postgres-async",
-                     marks=ASYNC_RACE),
+        pytest.param({"postgres": "1", "AGENTKIT_TEST_ASYNC": "1"}, id="postgres-async"),
     ]
 
 
