@@ -124,10 +124,25 @@ def purge_child(url: str) -> int:
     from agentkit import open_store
 
     with open_store(url) as store:
+        # Each step of the purge timed (a window's read and its DELETE, the write lock held
+        # on SQLite): the longest is the most a claim can wait behind the purge itself.
+        window = store._purge_window  # (the bench measures a store's step from outside)
+        steps: list[float] = []
+
+        def timed(*args: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return window(*args)
+            finally:
+                steps.append(time.perf_counter() - began)
+
+        store._purge_window = timed
         started = time.perf_counter()
         purged = store.purge()
         seconds = time.perf_counter() - started
-    print(json.dumps({"purged": purged, "seconds": seconds}))
+    print(json.dumps({"purged": purged, "seconds": seconds, "steps": len(steps),
+                      "longest_step_ms": max(steps, default=0.0) * 1e3,
+                      "p999_step_ms": sorted(steps)[int(len(steps) * 0.999)] * 1e3 if steps else 0.0}))
     return 0
 
 
@@ -157,6 +172,8 @@ def measure(url: str, keys: int) -> dict[str, Any]:
         "keys": keys, "bytes_per_key": size, "fill_seconds": fill_seconds,
         "purged": purge["purged"], "purge_seconds": purge["seconds"], "left": left,
         "purge_keys_per_second": purge["purged"] / purge["seconds"],
+        "steps": purge["steps"], "longest_step_ms": purge["longest_step_ms"],
+        "p999_step_ms": purge["p999_step_ms"],
         "alone": summary(alone), "during": summary(during),
         "checkpoints": None if first is None or mid is None or last is None else {
             "during": mid - first, "alone": last - mid},  # PostgreSQL: in each timed phase

@@ -226,6 +226,10 @@ def purge_rows(label: str, data: dict[str, Any] | None, why: str, keys: int) -> 
         Row(group, f"purge of {keys:,} keys, 7 days' retention", data["purge_keys_per_second"],
             "keys/s", note=f"{data['purged']:,} purged in {data['purge_seconds']:.1f} s by another"
             f" process; {data['left']} left"),
+        Row(group, "longest step of the purge (a window's read and its DELETE)",
+            data.get("longest_step_ms"), "ms",
+            note=f"{data.get('steps', 0):,} steps; p99.9 {data.get('p999_step_ms', 0.0):.1f} ms;"
+            " the most a claim can wait behind the purge itself"),
         Row(group, "worst new-key run_once during the purge", during["worst_ms"], "ms",
             note=f"{during['calls']:,} calls, one per ms; p99.9 {during['p999_ms']:.1f} ms,"
             f" median {during['median_ms']:.2f} ms{also('during')}"),
