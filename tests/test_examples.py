@@ -14,18 +14,15 @@ PostgreSQL run must happen).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
+from test_readme import fresh_pg_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "practitioner"
@@ -38,20 +35,6 @@ pytest.importorskip("mcp")
 pytest.importorskip("agents")
 pytest.importorskip("pydantic_ai")
 pytest.importorskip("langgraph")
-
-
-@contextlib.contextmanager
-def fresh_schema() -> Iterator[str]:
-    """A URL of the test server whose search_path is a new, empty schema (dropped afterwards)."""
-    psycopg = pytest.importorskip("psycopg")
-    schema = f"first_hour_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_DSN, autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {schema}")
-        try:
-            separator = "&" if "?" in PG_DSN else "?"
-            yield f"{PG_DSN}{separator}options={quote(f'-c search_path={schema}')}"
-        finally:
-            admin.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 def run_script(tmp_path: Path, pg_url: str | None) -> tuple[str, Path]:
@@ -136,7 +119,7 @@ def test_the_script_moves_to_postgresql_and_the_same_write_replays(tmp_path: Pat
             pytest.fail("AGENTKIT_TEST_PG_DSN is not set, and CI needs the move to PostgreSQL run")
         pytest.skip("the move to PostgreSQL needs AGENTKIT_TEST_PG_DSN (run `make test-postgres`,"
                     " or `eval \"$(tools/pg_cluster.sh start)\"`)")
-    with fresh_schema() as pg_url:
+    with fresh_pg_schema() as pg_url:
         printed, work = run_script(tmp_path, pg_url)
         pg_keys = keys_of(pg_url)
     assert printed == EXPECTED.read_text(encoding="utf-8")

@@ -354,8 +354,16 @@ async def arun_limited(
     except WorkerUnavailable:
         waiter.cancel()  # its deadline is dropped with it
         return _no_worker(attempt, slot)
+    return await _awaited(waiter, attempt, slot, pace)
+
+
+async def _awaited(waiter: asyncio.Future[None], attempt: Attempt, slot: Slot | None,
+                   pace: Pace | None) -> str:
+    """The await for a worker's attempt: ``waiter`` is settled when the attempt ends, or at
+    its deadline; then what :func:`_waited` says, learnt by ``pace`` if any. Cancelled while
+    it awaits: an attempt not yet started never runs, one that has runs on to its end."""
     try:
-        await waiter  # settled by the worker when the attempt ends, or at the deadline
+        await waiter
     except BaseException:  # the caller was cancelled: an attempt not yet started never runs
         with attempt.lock:
             _give_up_unstarted(attempt, slot)
@@ -409,15 +417,7 @@ async def _quickly(
             pass
 
     attempt.add_done_callback(settle)
-    try:
-        await waiter  # settled when the attempt ends, or at the deadline
-    except BaseException:  # the caller was cancelled: an attempt not yet started never runs
-        with attempt.lock:
-            _give_up_unstarted(attempt, slot)
-        raise
-    status = _waited(attempt, slot)
-    pace.note(attempt)
-    return status
+    return await _awaited(waiter, attempt, slot, pace)
 
 
 async def run_here(
