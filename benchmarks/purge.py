@@ -140,9 +140,10 @@ def purge_child(url: str) -> int:
         started = time.perf_counter()
         purged = store.purge()
         seconds = time.perf_counter() - started
-    print(json.dumps({"purged": purged, "seconds": seconds, "steps": len(steps),
-                      "longest_step_ms": max(steps, default=0.0) * 1e3,
-                      "p999_step_ms": sorted(steps)[int(len(steps) * 0.999)] * 1e3 if steps else 0.0}))
+    timed_steps = summary(steps) if steps else {"calls": 0, "worst_ms": 0.0, "p999_ms": 0.0}
+    print(json.dumps({"purged": purged, "seconds": seconds, "steps": timed_steps["calls"],
+                      "longest_step_ms": timed_steps["worst_ms"],
+                      "p999_step_ms": timed_steps["p999_ms"]}))
     return 0
 
 

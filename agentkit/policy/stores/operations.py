@@ -23,11 +23,12 @@ Why purging never holds a claim up
     through the primary key: O(log n)) never waits for more than one step. The window grows
     or shrinks (at most 1,024 keys; a step's time is far from linear in its size on a busy
     disk) so that one step stays near :data:`PURGE_STEP_SECONDS`. After every step that
-    deleted something the backend tidies (SQLite checkpoints the log, PostgreSQL flushes it,
-    so that no claim's commit carries the purge's log) and the purge pauses: the rest after
-    the tidying lasts at least as long as the step and the tidying took, and the whole pause
-    at least the backend's pause (SQLite: 25 ms, so that a writer waiting for its one write
-    lock, which sleeps and retries, gets it before the next step). ``make bench`` measures
+    deleted something the backend may tidy (SQLite checkpoints the log, so that no claim's
+    commit carries the purge's log; PostgreSQL's steps commit durably, flushing their own)
+    and the purge pauses: the rest after the tidying lasts at least as long as the step and
+    the tidying took, and the whole pause at least the backend's pause (SQLite: 25 ms, so
+    that a writer waiting for its one write lock, which sleeps and retries, gets it before
+    the next step). ``make bench`` measures
     the worst ``run_once`` of a worker during the purge of 1M keys (benchmarks/purge.py).
 
 Copying
@@ -232,8 +233,7 @@ def purge_in_windows(
     """A durable store's purge: its keys, then its settled or expired approvals, window by
     window of the primary key, each window one short step, with a pause after every step
     that deleted something, which begins with ``tidy()`` when given (SQLite: the purge
-    checkpoints the log it wrote; PostgreSQL: it flushes it; so that no claim's commit has
-    to) and then rests at least as long as the step and the tidying took, the whole pause
+    checkpoints the log it wrote, so that no claim's commit has to) and then rests at least as long as the step and the tidying took, the whole pause
     lasting at least ``pause``; then the ``pending`` approvals whose time ran out before
     ``before``."""
     deleted_keys = _paced(keys, before, pause, tidy)
