@@ -57,7 +57,7 @@ class _Idle:
     __slots__ = ("task", "wake")
 
     def __init__(self) -> None:
-        self.task: Callable[[], None] | None = None
+        self.task: Callable[[], Callable[[], object] | None] | None = None
         self.wake = threading.Lock()
         self.wake.acquire()
 
@@ -82,8 +82,14 @@ class WorkerPool:
         """How many threads this pool has ever started (reuse keeps this small)."""
         return self._started
 
-    def submit(self, task: Callable[[], None]) -> None:
+    def submit(self, task: Callable[[], Callable[[], object] | None]) -> None:
         """Run ``task`` on an idle worker, or on a new daemon thread when none is idle.
+
+        ``task`` may return a function that tells its caller it has ended (wakes the thread
+        waiting for it): the worker calls it as its last act before it waits for its next task,
+        once it is back among the idle ones. The caller it wakes then finds the GIL free and
+        this worker ready for the next call, as a two-lock ping-pong would; woken any earlier,
+        it would wake only to wait for the GIL the worker still holds, a second wake-up.
 
         Raises :class:`WorkerUnavailable` when a thread is needed and cannot be started.
         """
@@ -107,17 +113,23 @@ class WorkerPool:
                 self._started -= 1
             raise WorkerUnavailable(str(exc)) from exc
 
-    def _work(self, first: list[Callable[[], None]]) -> None:
+    def _work(self, first: list[Callable[[], Callable[[], object] | None]]) -> None:
         me = _Idle()
-        task: Callable[[], None] | None = first.pop()
+        task: Callable[[], Callable[[], object] | None] | None = first.pop()
         while True:
             assert task is not None
-            task()
+            tell = task()
             # Let go of the finished task before waiting for the next one: an idle worker must
             # not keep the last attempt (its value, its exception) alive for IDLE_SECONDS.
             task = None
             with self._lock:
                 self._idle.append(me)
+            if tell is not None:  # the task's caller is told last (see submit)
+                try:
+                    tell()
+                except Exception:  # a worker must stay one: log it and wait for the next task
+                    logging.getLogger("agentkit").exception("a worker could not tell its caller")
+                tell = None
             if not me.wake.acquire(timeout=self._idle_seconds):
                 with self._lock:
                     if any(worker is me for worker in self._idle):
