@@ -211,17 +211,22 @@ async def run_on_worker(function: Callable[..., T], *args: Any, **kwargs: Any) -
         else:
             future.set_result(value)
 
-    def task() -> None:
+    def task() -> Callable[[], None]:
         value: Any = None
         error: BaseException | None = None
         try:
             value = context.run(function, *args, **kwargs)
         except BaseException as exc:  # handed to the awaiting task
             error = exc
-        try:
-            loop.call_soon_threadsafe(settle, value, error)
-        except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
-            logging.getLogger("agentkit").warning("a worker finished after its event loop closed")
+
+        def tell() -> None:  # by the pool, last (see WorkerPool.submit)
+            try:
+                loop.call_soon_threadsafe(settle, value, error)
+            except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
+                logging.getLogger("agentkit").warning(
+                    "a worker finished after its event loop closed")
+
+        return tell
 
     try:
         POOL.submit(task)
