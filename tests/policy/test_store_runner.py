@@ -45,7 +45,13 @@ class Write:
         return {"saved": name} if self.written else None
 
 
-def runner_for(write: Write, store: Any, *, lookup: bool = True, timeout: float = 0.05) -> ToolRunner:
+def runner_for(
+    write: Write, store: Any, *, lookup: bool = True, timeout: float | None = None
+) -> ToolRunner:
+    """A runner of ``write``: a write that hangs times out at once (50 ms); one that does not
+    gets a timeout no loaded machine reaches, so it never passes for a timed-out one."""
+    if timeout is None:
+        timeout = WAIT if write.go.is_set() else 0.05
     spec = ToolSpec(
         "save", "Save a file.", "reversible_write", timeout, 1, 200, write.handler,
         status_lookup=write.lookup if lookup else None,
