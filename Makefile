@@ -84,10 +84,13 @@ lab: $(LAB_STAMP)
 
 ## Unit tests, then strict nbval over every stored notebook, on every core: one file per
 ## worker (`--dist loadfile`), so each notebook runs top to bottom in one kernel. WORKERS=0
-## runs everything in this process.
+## runs everything in this process. Bytecode is kept (__pycache__, ignored by git) even where
+## the environment turns it off (PYTHONDONTWRITEBYTECODE, common in containers): otherwise
+## every worker, kernel and child process compiles the kit and pytest rewrites every test
+## module again, ~10 s of CPU per worker.
 WORKERS ?= auto
 test: install
-	$(BIN)/python -m pytest tests notebooks -m "not browser and not interop and not offline" $(NBVAL) -n $(WORKERS) --dist loadfile
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest tests notebooks -m "not browser and not interop and not offline" $(NBVAL) -n $(WORKERS) --dist loadfile
 
 test-unit: install
 	$(BIN)/python -m pytest tests -m "not browser and not interop and not offline"

@@ -1,6 +1,7 @@
 """LangGraph conversations across process restarts on the checkpointers people deploy:
 LangGraph's own SQLite and PostgreSQL savers, with agentkit's store beside them (as durable),
-one process per step (tests/faces/_face_worker.py), payments counted on disk."""
+one process per step (tests/faces/_face_worker.py, forked by tests/faces/_zygote.py), payments
+counted on disk."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def pg_schema():
 
 
 @pytest.mark.parametrize("env", _checkpointers())
-def test_langgraph_answers_keep_their_calls_across_restarts(env, tmp_path, request):
+def test_langgraph_answers_keep_their_calls_across_restarts(env, tmp_path, request,
+                                                            face_processes):
     """Bob: no; Carol: yes, and the process dies paying her; Dave: yes; five processes, on
     LangGraph's own SQLite and PostgreSQL checkpointers (agentkit's store beside them, as
     durable). Each answer goes to the call it was shown for, Carol is paid once and her
@@ -42,14 +44,18 @@ def test_langgraph_answers_keep_their_calls_across_restarts(env, tmp_path, reque
     if env.pop("postgres", None):
         env["AGENTKIT_TEST_STORE_DSN"] = request.getfixturevalue("pg_schema").dsn
     env["AGENTKIT_TEST_PAYEES"] = "bob,carol,dave"
-    shown = [step("langgraph", "start", tmp_path, **env)["question"]["tool_call_id"]]
-    shown.append(step("langgraph", "no", tmp_path, **env)["question"]["tool_call_id"])
-    died = step("langgraph", "yes", tmp_path, AGENTKIT_TEST_DIE_PAYING="carol", **env)
+
+    def answer(text: str, **more: str) -> dict[str, Any]:
+        return step(face_processes, "langgraph", text, tmp_path, **more, **env)
+
+    shown = [answer("start")["question"]["tool_call_id"]]
+    shown.append(answer("no")["question"]["tool_call_id"])
+    died = answer("yes", AGENTKIT_TEST_DIE_PAYING="carol")
     assert died["died"] == 1 and died["paid"] == ["carol 200"]
-    waiting = step("langgraph", "yes", tmp_path, **LATER, **env)  # the answer to Carol, again
+    waiting = answer("yes", **LATER)  # the answer to Carol, again
     shown.append(waiting["question"]["tool_call_id"])
     assert waiting["paid"] == ["carol 200"]
-    done = step("langgraph", "yes", tmp_path, **LATER, **env)
+    done = answer("yes", **LATER)
     assert shown == ["call_bob", "call_carol", "call_dave"]
     assert done["question"] is None
     seen = {call: text if not text.startswith("{") else json.loads(text)["error"]

@@ -1,6 +1,7 @@
 """The framework faces across process restarts and a process killed mid-payment.
 
-Every step of a conversation is a process of its own (tests/faces/_face_worker.py): what one step
+Every step of a conversation is a process of its own (tests/faces/_face_worker.py, forked from
+one that has only imported the frameworks: tests/faces/_zygote.py): what one step
 leaves for the next is only what is durable (agentkit's store, the framework's saved state:
 LangGraph's SQLite or PostgreSQL checkpointer, the Agents SDK's RunState JSON, Pydantic AI's
 message history), and payments are counted as lines on disk, across processes and deaths.
@@ -10,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _zygote import Zygote
 
 pytest.importorskip("langgraph.checkpoint.sqlite")
 
@@ -26,12 +27,11 @@ WORKER = Path(__file__).resolve().parent / "_face_worker.py"
 LATER = {"AGENTKIT_TEST_LATER": "600"}
 
 
-def step(face: str, answer: str, work: Path, **env: str) -> dict[str, Any]:
+def step(processes: Zygote, face: str, answer: str, work: Path, **env: str) -> dict[str, Any]:
     """One step of the conversation in a fresh process; its report, and ``died`` when it was
     killed mid-payment."""
-    done = subprocess.run([sys.executable, str(WORKER), face, answer, str(work)],
-                          capture_output=True, text=True, timeout=180, check=False,
-                          env={**os.environ, **env})
+    done = processes.run([sys.executable, str(WORKER), face, answer, str(work)],
+                         env={**os.environ, **env}, folder=work, timeout=180)
     if done.returncode != 0:
         assert done.stdout == "", done.stdout
         return {"died": done.returncode, "paid": _paid(work), "stderr": done.stderr[-2000:]}
@@ -52,26 +52,28 @@ FACES = [
 
 
 @pytest.mark.parametrize(("face", "env"), FACES)
-def test_a_payment_killed_mid_write_is_settled_by_the_next_resume(face, env, tmp_path):
+def test_a_payment_killed_mid_write_is_settled_by_the_next_resume(face, env, tmp_path,
+                                                                  face_processes):
     """A person approves; the process dies after the payment landed, before anything
     recorded it. Before, every later resume read ``in_progress`` (retryable) for ever and
     the approval was in nobody's list. Now the next resume, once the dead approver's lease
     has passed, is settled by the status lookup: the receipt, and one payment."""
-    asked = step(face, "start", tmp_path, **env)
+    asked = step(face_processes, face, "start", tmp_path, **env)
     assert asked["question"] and asked["paid"] == []
-    died = step(face, "yes", tmp_path, AGENTKIT_TEST_DIE_PAYING="ada", **env)
+    died = step(face_processes, face, "yes", tmp_path, AGENTKIT_TEST_DIE_PAYING="ada", **env)
     assert died["died"] == 1 and died["paid"] == ["ada 100"]
-    done = step(face, "yes", tmp_path, **LATER, **env)
+    done = step(face_processes, face, "yes", tmp_path, **LATER, **env)
     assert done["question"] is None
     assert done["seen"] == {"call_ada": "paid 100 cents to ada"}
     assert done["paid"] == ["ada 100"]  # the handler ran once, in the process that died
 
 
-def test_without_a_lookup_the_next_resume_reads_outcome_unknown(tmp_path):
+def test_without_a_lookup_the_next_resume_reads_outcome_unknown(tmp_path, face_processes):
     env = {"AGENTKIT_TEST_NO_LOOKUP": "1"}
-    step("langgraph", "start", tmp_path, **env)
-    assert step("langgraph", "yes", tmp_path, AGENTKIT_TEST_DIE_PAYING="ada", **env)["died"] == 1
-    done = step("langgraph", "yes", tmp_path, **LATER, **env)
+    step(face_processes, "langgraph", "start", tmp_path, **env)
+    died = step(face_processes, "langgraph", "yes", tmp_path, AGENTKIT_TEST_DIE_PAYING="ada", **env)
+    assert died["died"] == 1
+    done = step(face_processes, "langgraph", "yes", tmp_path, **LATER, **env)
     answer = json.loads(done["seen"]["call_ada"])
     assert (answer["error"], answer["retryable"]) == ("outcome_unknown", False)
     assert done["paid"] == ["ada 100"]
