@@ -158,14 +158,20 @@ def fresh_pg_schema() -> Iterator[str]:
         pytest.skip("this README block needs PostgreSQL: AGENTKIT_TEST_PG_DSN is not set "
                     "(run `make test-postgres`, or `eval \"$(tools/pg_cluster.sh start)\"`)")
     psycopg = pytest.importorskip("psycopg")
+    from test_stores import ServerUse
+
     schema = f"readme_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_DSN, autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {schema}")
-        try:
-            separator = "&" if "?" in PG_DSN else "?"
-            yield f"{PG_DSN}{separator}options={quote(f'-c search_path={schema}')}"
-        finally:
-            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+    ServerUse.enter()  # this process uses the server: a test that restarts it waits for us
+    try:
+        with psycopg.connect(PG_DSN, autocommit=True) as admin:
+            admin.execute(f"CREATE SCHEMA {schema}")
+            try:
+                separator = "&" if "?" in PG_DSN else "?"
+                yield f"{PG_DSN}{separator}options={quote(f'-c search_path={schema}')}"
+            finally:
+                admin.execute(f"DROP SCHEMA {schema} CASCADE")
+    finally:
+        ServerUse.leave()
 
 
 # ---------------------------------------------------------------- each python block

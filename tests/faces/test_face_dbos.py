@@ -81,6 +81,7 @@ class Backend:
             pg_unavailable("AGENTKIT_TEST_PG_DSN is not set: run `make test-postgres`, or"
                            ' eval "$(tools/pg_cluster.sh start)" first')
         import psycopg
+        from test_stores import ServerUse
 
         try:
             self.admin = psycopg.connect(PG_DSN, autocommit=True, connect_timeout=5)
@@ -90,6 +91,9 @@ class Backend:
         self.dbos_schema, agentkit_schema = f"dbos_{tag}", f"agentkit_{tag}"
         self.admin.execute(f"CREATE SCHEMA {agentkit_schema}")
         self.schemas = [self.dbos_schema, agentkit_schema]
+        # While its schemas live, this process uses the server: a test that restarts it (or
+        # ends every session of the database) waits until they are dropped.
+        ServerUse.enter()
         self.system_db = PG_DSN
         separator = "&" if "?" in PG_DSN else "?"
         self.store = f"postgres:{PG_DSN}{separator}options=-csearch_path%3D{agentkit_schema}"
@@ -115,9 +119,15 @@ class Backend:
 
     def drop(self) -> None:
         if self.schemas:
-            for schema in self.schemas:
-                self.admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-            self.admin.close()
+            from test_stores import ServerUse
+
+            try:
+                for schema in self.schemas:
+                    self.admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+                self.admin.close()
+            finally:
+                self.schemas = []
+                ServerUse.leave()
 
 
 def answers(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
