@@ -28,7 +28,10 @@ Why purging never holds a claim up
     and the purge pauses: the rest after the tidying lasts at least as long as the step and
     the tidying took, and the whole pause at least the backend's pause (SQLite: 25 ms, so
     that a writer waiting for its one write lock, which sleeps and retries, gets it before
-    the next step). ``make bench`` measures
+    the next step). A store whose steps tell the log they wrote (PostgreSQL) is also paced
+    by it (:class:`LogPace`): a claim's commit waits for the log flushed before its record,
+    so the window shrinks until a step writes at most so many bytes, and the rest lasts
+    until the purge's log stays under so many bytes a second. ``make bench`` measures
     the worst ``run_once`` of a worker during the purge of 1M keys (benchmarks/purge.py).
 
 Copying

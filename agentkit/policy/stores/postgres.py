@@ -72,6 +72,20 @@ Event loops
     the store from async code (``close()`` from sync code); a loop ended some other way
     (``loop.close()`` without cancelling its tasks) should await it first.
 
+Purging
+    :meth:`PostgresIdempotencyStore.purge` deletes window by window of the primary key, each
+    DELETE committed durably (see :meth:`~PostgresIdempotencyStore.purge_before`). A claim
+    that commits while a step's commit is flushing waits for that flush: what a claim can
+    wait behind the purge is the log of one step. So each step measures the write-ahead log
+    it wrote (``pg_current_wal_insert_lsn()`` before its read, after its DELETE), and the
+    purge is paced by it (:data:`PURGE_LOG_PACE`): the window shrinks so that a step writes
+    at most 256 KiB, and the purge rests until its log stays under 8 MiB a second, so the
+    server's disk flushes the claims' records beside it. A DELETE logs a whole image of
+    every page it is first to change after a checkpoint: about 400 bytes per key in all, so
+    1M keys take about 50 s; a purge soon after another, or right after the keys were
+    written, logs less and goes faster. A server that refuses the function (Aurora, a
+    standby) is purged by time alone.
+
 Round trips
     A new key costs two round trips (the claim, the completion) and one WAL flush wait (the
     claim's), against two and one for a bare INSERT and COMMIT; a replay costs one. The
@@ -276,7 +290,8 @@ _LOG_AT = ", pg_current_wal_insert_lsn()::text"
 _LOG_SINCE = "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), %s::pg_lsn)::bigint"
 
 #: How much write-ahead log the purge may write (see "Purging" above): at most 256 KiB a
-#: step, at most 8 MiB a second.
+#: step (a claim committing meanwhile waits for at most that flush), at most 8 MiB a second
+#: (the disk's time is mostly the workers').
 PURGE_LOG_PACE = LogPace(step_bytes=256 * 1024, bytes_per_second=8 * 1024 * 1024)
 
 
