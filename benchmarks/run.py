@@ -243,13 +243,14 @@ def purge_rows(label: str, data: dict[str, Any] | None, why: str, keys: int) -> 
 
 
 def log_note(data: dict[str, Any]) -> str:
-    """PostgreSQL's write-ahead log during the purge: in all, per second, and one step's most."""
+    """PostgreSQL's write-ahead log during the purge (the server's: the worker's and
+    autovacuum's too): in all, per second, and the most during one step."""
     total, seconds = data.get("log_bytes"), data.get("purge_seconds")
     if not total or not seconds:
         return ""
-    note = f"; log {total / 2**20:,.0f} MiB, {total / 2**20 / seconds:.1f} MiB/s"
+    note = f"; server's log {total / 2**20:,.0f} MiB, {total / 2**20 / seconds:.1f} MiB/s"
     step = data.get("largest_step_log_bytes")
-    return note + (f", ≤ {step / 2**10:,.0f} KiB a step" if step else "")
+    return note + (f", ≤ {step / 2**10:,.0f} KiB in a step" if step else "")
 
 
 def import_time(runs: int = 7) -> tuple[float | None, str]:

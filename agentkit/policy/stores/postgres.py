@@ -81,10 +81,9 @@ Purging
     purge is paced by it (:data:`PURGE_LOG_PACE`): the window shrinks so that a step writes
     at most 256 KiB, and the purge rests until its log stays under 8 MiB a second, so the
     server's disk flushes the claims' records beside it. A DELETE logs a whole image of
-    every page it is first to change after a checkpoint: about 400 bytes per key in all, so
-    1M keys take about 50 s; a purge soon after another, or right after the keys were
-    written, logs less and goes faster. A server that refuses the function (Aurora, a
-    standby) is purged by time alone.
+    every page it is first to change after a checkpoint (once per page, in whatever order
+    its keys go): about 350 bytes per key in all, so 1M keys take a minute or more. A server
+    that refuses the function (Aurora, a standby) is purged by time alone.
 
 Round trips
     A new key costs two round trips (the claim, the completion) and one WAL flush wait (the
