@@ -8,8 +8,9 @@ measures the bytes each key takes. Then a worker in this process makes one new-k
 ``run_once`` (claim and completion) every millisecond while another process purges
 (``store.purge()``: 7 days' retention, so every filled key goes), and then as long again with
 no purge (the machine's own noise, in the same run). Prints one JSON object: the purge's rate,
-the worst and 99.9th percentile ``run_once`` of both phases, and (PostgreSQL) how many
-checkpoints fell in each (the fill's own are made before anything is timed).
+its longest step, the worst and 99.9th percentile ``run_once`` of both phases, and
+(PostgreSQL) how many checkpoints fell in each (the fill's own are made before anything is
+timed), the log the server wrote during the purge and the most one step wrote.
 docs/design.md#operating-the-stores: a purge holds no claim waiting more than 50 ms.
 
 A PostgreSQL URL gets a schema of its own for the run (dropped afterwards).
@@ -119,6 +120,17 @@ def summary(latencies: list[float]) -> dict[str, float]:
             "median_ms": ordered[len(ordered) // 2] * 1e3}
 
 
+def log_position(url: str) -> int | None:
+    """Where PostgreSQL's write-ahead log ends, in bytes (None for SQLite)."""
+    if not url.startswith("postgres"):
+        return None
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn").fetchone()
+    return None if row is None else int(row[0])
+
+
 def purge_child(url: str) -> int:
     """The purging process: ``store.purge()``, timed."""
     from agentkit import open_store
@@ -128,22 +140,31 @@ def purge_child(url: str) -> int:
         # on SQLite): the longest is the most a claim can wait behind the purge itself.
         window = store._purge_window  # (the bench measures a store's step from outside)
         steps: list[float] = []
+        logged: list[int] = []  # the log each step wrote, where the store measures it
 
         def timed(*args: Any) -> Any:
             began = time.perf_counter()
             try:
-                return window(*args)
+                done = window(*args)
             finally:
                 steps.append(time.perf_counter() - began)
+            if len(done) > 2 and done[2]:
+                logged.append(done[2])
+            return done
 
         store._purge_window = timed
+        first = log_position(url)
         started = time.perf_counter()
         purged = store.purge()
         seconds = time.perf_counter() - started
+        last = log_position(url)
     timed_steps = summary(steps) if steps else {"calls": 0, "worst_ms": 0.0, "p999_ms": 0.0}
     print(json.dumps({"purged": purged, "seconds": seconds, "steps": timed_steps["calls"],
                       "longest_step_ms": timed_steps["worst_ms"],
-                      "p999_step_ms": timed_steps["p999_ms"]}))
+                      "p999_step_ms": timed_steps["p999_ms"],
+                      # the server's log during the purge (the worker's claims' too)
+                      "log_bytes": None if first is None or last is None else last - first,
+                      "largest_step_log_bytes": max(logged) if logged else None}))
     return 0
 
 
@@ -174,7 +195,8 @@ def measure(url: str, keys: int) -> dict[str, Any]:
         "purged": purge["purged"], "purge_seconds": purge["seconds"], "left": left,
         "purge_keys_per_second": purge["purged"] / purge["seconds"],
         "steps": purge["steps"], "longest_step_ms": purge["longest_step_ms"],
-        "p999_step_ms": purge["p999_step_ms"],
+        "p999_step_ms": purge["p999_step_ms"], "log_bytes": purge["log_bytes"],
+        "largest_step_log_bytes": purge["largest_step_log_bytes"],
         "alone": summary(alone), "during": summary(during),
         "checkpoints": None if first is None or mid is None or last is None else {
             "during": mid - first, "alone": last - mid},  # PostgreSQL: in each timed phase

@@ -229,7 +229,7 @@ def purge_rows(label: str, data: dict[str, Any] | None, why: str, keys: int) -> 
         Row(group, "longest step of the purge (a window's read and its DELETE)",
             data.get("longest_step_ms"), "ms",
             note=f"{data.get('steps', 0):,} steps; p99.9 {data.get('p999_step_ms', 0.0):.1f} ms;"
-            " the most a claim can wait behind the purge itself"),
+            f" the most a claim can wait behind the purge itself{log_note(data)}"),
         Row(group, "worst new-key run_once during the purge", during["worst_ms"], "ms",
             note=f"{during['calls']:,} calls, one per ms; p99.9 {during['p999_ms']:.1f} ms,"
             f" median {during['median_ms']:.2f} ms{also('during')}"),
@@ -240,6 +240,17 @@ def purge_rows(label: str, data: dict[str, Any] | None, why: str, keys: int) -> 
             note=f"{keys:,} create_ticket-sized keys, filled in {data['fill_seconds']:.0f} s"),
     ]
     return rows, Goal(goal, during["worst_ms"], "<", 50, "ms")
+
+
+def log_note(data: dict[str, Any]) -> str:
+    """PostgreSQL's write-ahead log during the purge (the server's: the worker's and
+    autovacuum's too): in all, per second, and the most during one step."""
+    total, seconds = data.get("log_bytes"), data.get("purge_seconds")
+    if not total or not seconds:
+        return ""
+    note = f"; server's log {total / 2**20:,.0f} MiB, {total / 2**20 / seconds:.1f} MiB/s"
+    step = data.get("largest_step_log_bytes")
+    return note + (f", ≤ {step / 2**10:,.0f} KiB in a step" if step else "")
 
 
 def import_time(runs: int = 7) -> tuple[float | None, str]:

@@ -255,18 +255,116 @@ def test_the_purge_rests_after_its_tidying_as_long_as_its_work_took(
     monkeypatch.setattr(operations, "time", fake)
     ends = iter(["k2", "k4", None])
 
-    def step(after: str | None, before: float, window: int) -> tuple[str | None, int]:
+    def step(after: str | None, before: float, window: int) -> tuple[str | None, int, None]:
         fake.now += took
-        return next(ends), 2
+        return next(ends), 2, None
 
     def tidying() -> None:
         fake.now += tidy
 
     assert operations.purge_in_windows(
-        100.0, keys=step, approvals=lambda after, before, window: (None, 0), pending=[],
+        100.0, keys=step, approvals=lambda after, before, window: (None, 0, None), pending=[],
         delete_pending=lambda approval_id, record: False, pause=pause, tidy=tidying,
     ) == (6, 0)
     assert fake.pauses == [rest, rest]  # after each step that deleted and did not end the walk
+
+
+PACE = operations.LogPace(step_bytes=100_000, bytes_per_second=1_000_000)
+
+
+class LoggingSteps:
+    """A key space of ``rows`` rows, all expired, whose DELETE writes ``per_row(i)`` bytes of
+    log for row ``i`` (a page's first change after a checkpoint logs its whole image) and
+    takes ``seconds_per_row`` by the fake clock: the windows asked for and what each wrote."""
+
+    def __init__(self, fake: FakeTime, rows: int, per_row: Any, seconds_per_row: float) -> None:
+        self.fake, self.rows, self.per_row, self.seconds = fake, rows, per_row, seconds_per_row
+        self.done = 0
+        self.steps: list[tuple[int, int]] = []  # (window, bytes logged)
+
+    def __call__(self, after: str | None, before: float, window: int) -> tuple[str | None, int, int]:
+        if self.done >= self.rows:
+            return None, 0, 0
+        first, self.done = self.done, min(self.rows, self.done + window)
+        logged = sum(self.per_row(i) for i in range(first, self.done))
+        self.fake.now += (self.done - first) * self.seconds
+        self.steps.append((window, logged))
+        return f"k{self.done:07d}", self.done - first, logged
+
+
+def run_paced(monkeypatch, steps: LoggingSteps, pace: Any) -> tuple[int, int]:
+    monkeypatch.setattr(operations, "time", steps.fake)
+    return operations.purge_in_windows(
+        100.0, keys=steps, approvals=lambda after, before, window: (None, 0, 0), pending=[],
+        delete_pending=lambda approval_id, record: False, pause=0.0, log_pace=pace)
+
+
+def test_a_paced_purge_shrinks_its_window_to_the_log_a_step_may_write(monkeypatch) -> None:
+    """400 bytes of log per row (whole page images), fast steps: time alone would grow the
+    window to 1,024 rows (410 KB a step); the pace keeps every step after the first under
+    its 100 KB, and the window grows again once the rows cost little log (60 bytes each)."""
+    fake = FakeTime()
+    cheap_from = 20_000
+    steps = LoggingSteps(fake, 40_000, lambda i: 400 if i < cheap_from else 60, 1e-6)
+    assert run_paced(monkeypatch, steps, PACE) == (40_000, 0)
+    windows = [window for window, _ in steps.steps]
+    assert windows[0] == 256 and steps.steps[0][1] == 256 * 400  # the first: no measure yet
+    assert all(logged <= PACE.step_bytes for _, logged in steps.steps[1:])
+    assert max(windows[1:]) == 1024  # grown again on cheap rows
+    assert {w for w, _ in steps.steps[1:40]} == {250}  # 100,000 / 400
+    # without a pace, the same steps grow to 1,024 rows at once: 410 KB of log a step
+    unpaced = LoggingSteps(FakeTime(), 40_000, lambda i: 400 if i < cheap_from else 60, 1e-6)
+    assert run_paced(monkeypatch, unpaced, None) == (40_000, 0)
+    assert max(logged for _, logged in unpaced.steps) == 1024 * 400
+
+
+def test_a_paced_purge_rests_until_its_log_rate_is_under_the_pace(monkeypatch) -> None:
+    """Each step logs 100 KB in 4 ms: at 1 MB/s the step and its rest last 100 ms (a rest of
+    96 ms, not the 4 ms the step's time alone asks), so 1 MB of log takes 1 s in all."""
+    fake = FakeTime()
+    steps = LoggingSteps(fake, 2_500, lambda i: 400, 0.004 / 250)
+    assert run_paced(monkeypatch, steps, PACE) == (2_500, 0)
+    assert [w for w, _ in steps.steps] == [256] + [250] * 9
+    assert fake.pauses[1:9] == [0.096] * 8
+    assert sum(logged for _, logged in steps.steps) == 1_000_000
+    assert fake.now == pytest.approx(1.0)
+    # without a pace: each rest as long as its step; 40 ms of steps take 80 ms in all
+    unpaced = LoggingSteps(FakeTime(), 2_500, lambda i: 400, 0.004 / 250)
+    run_paced(monkeypatch, unpaced, None)
+    assert unpaced.fake.now == pytest.approx(0.080)
+
+
+@pytest.mark.parametrize(("window", "took", "logged", "pace", "following"), [
+    (256, 0.001, None, PACE, 512),       # no log measured: time alone (fast: doubled)
+    (256, 0.001, 20_000, PACE, 512),     # far under the log a step may write: time alone
+    (256, 0.001, 80_000, PACE, 320),     # near it: grown only as far as 100 KB allows
+    (256, 0.001, 200_000, PACE, 128),    # twice what a step may write: half the window
+    (256, 0.010, 200_000, PACE, 128),    # slow too: halved once, not twice
+    (256, 0.001, 2_000_000, PACE, 16),   # never fewer than 16 rows
+    (1024, 0.001, 50_000, PACE, 1024),   # never more than 1,024
+    (256, 0.001, 200_000, None, 512),    # no pace: time alone
+])
+def test_the_next_window(window: int, took: float, logged: int | None, pace: Any,
+                         following: int) -> None:
+    assert operations.next_window(window, took, logged, pace) == following
+
+
+@pytest.mark.parametrize(("work", "pause", "logged", "pace", "rest"), [
+    (0.004, 0.0, None, PACE, 0.004),      # no log measured: as long as the work
+    (0.004, 0.0, 2_000, PACE, 0.004),     # 2 KB at 1 MB/s: 2 ms, under the work's 4 ms
+    (0.004, 0.0, 100_000, PACE, 0.096),   # 100 KB at 1 MB/s: 100 ms in all
+    (0.004, 0.025, 10_000, PACE, 0.025),  # the store's own pause, longer
+    (0.004, 0.0, 100_000, None, 0.004),   # no pace
+])
+def test_the_rest_after_a_step(work: float, pause: float, logged: int | None, pace: Any,
+                               rest: float) -> None:
+    assert operations.rest_after(work, pause, logged, pace) == pytest.approx(rest)
+
+
+@pytest.mark.parametrize(("step_bytes", "per_second"), [(0, 1.0), (1, 0.0), (1, math.nan)])
+def test_a_log_pace_is_positive(step_bytes: int, per_second: float) -> None:
+    with pytest.raises(ValueError, match="log pace"):
+        operations.LogPace(step_bytes, per_second)
 
 
 def test_pg_each_purge_step_has_its_log_flushed_before_the_purge_rests(monkeypatch) -> None:
@@ -286,13 +384,13 @@ def test_pg_each_purge_step_has_its_log_flushed_before_the_purge_rests(monkeypat
         def lsn(function: str) -> int:
             return int(pg.execute(f"SELECT {function}() - '0/0'::pg_lsn")[0][0])
 
-        def stepped(*args: Any) -> tuple[str | None, int]:
-            end, gone = window(*args)
+        def stepped(*args: Any) -> tuple[str | None, int, int | None]:
+            end, gone, logged = window(*args)
             if gone:
                 events.append("step")
                 # what the step wrote is on disk already (read before anything else writes)
                 assert lsn("pg_current_wal_flush_lsn") >= lsn("pg_current_wal_insert_lsn")
-            return end, gone
+            return end, gone, logged
 
         monkeypatch.setattr(store, "_purge_window", stepped)
         monkeypatch.setattr(operations, "time", types.SimpleNamespace(
@@ -306,6 +404,94 @@ def test_pg_each_purge_step_has_its_log_flushed_before_the_purge_rests(monkeypat
     steps = events.count("step")
     assert steps >= 3  # 3,000 keys, windows of at most 1,024
     assert events == ["step", "rest"] * steps
+
+
+def test_pg_a_purge_is_paced_by_the_log_its_steps_wrote(monkeypatch) -> None:
+    """On a real server: each step tells the log it wrote (whole page images after a
+    checkpoint), no more than the server's log grew around it; the window shrinks to a
+    small pace's bytes, and each rest lasts until the step's log is under its rate."""
+    from agentkit.policy.stores import postgres
+
+    pg = PgSchema()
+    store: Any = None
+    pace = operations.LogPace(step_bytes=8 * 1024, bytes_per_second=1e9)
+    monkeypatch.setattr(postgres, "PURGE_LOG_PACE", pace)
+    try:
+        store = PostgresIdempotencyStore(pg.dsn, 300, retention_seconds=RETENTION)
+        now = store.store_now()
+        store.add_keys([KeyEntry(f"k{i:05d}", "fp", '{"ok":true}', None, now - 2 * RETENTION)
+                        for i in range(3000)])
+        pg.execute("CHECKPOINT")  # every page's first change now logs its whole image
+        window = store._purge_window
+        steps: list[tuple[int, int, int]] = []  # (window, the step's log, the server's)
+        rests: list[float] = []
+
+        def lsn() -> int:
+            return int(pg.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn")[0][0])
+
+        def stepped(*args: Any) -> tuple[str | None, int, int | None]:
+            began = lsn()
+            end, gone, logged = window(*args)
+            if gone:
+                assert logged is not None
+                steps.append((args[5], logged, lsn() - began))
+            return end, gone, logged
+
+        monkeypatch.setattr(store, "_purge_window", stepped)
+        monkeypatch.setattr(operations, "time", types.SimpleNamespace(
+            monotonic=time.monotonic, sleep=rests.append))
+        assert store.purge() == 3000
+        assert keys_of(store) == {}
+    finally:
+        if store is not None:
+            store.close()
+        pg.drop()
+    assert all(0 < logged <= around for _, logged, around in steps)
+    first_window, first_log, _ = steps[0]
+    assert first_window == 256 and first_log > 256 * 100  # page images: over 100 B a key
+    # the next window is the one that would have written 8 KiB at the first's bytes per key
+    # (smaller than the time alone asks, whether it doubles or halves the window)
+    assert steps[1][0] == max(16, 256 * pace.step_bytes // first_log) < 128
+    assert sum(logged for _, logged, _ in steps) < 2 * pace.step_bytes * len(steps)
+
+
+def test_pg_a_server_that_does_not_tell_its_log_is_purged_by_time_alone(monkeypatch) -> None:
+    """A server that refuses ``pg_current_wal_insert_lsn()`` (Aurora, a user without the
+    right): the purge deletes the same keys, its steps report no log, and no pace is used."""
+    from agentkit.policy.stores import postgres
+
+    monkeypatch.setattr(postgres, "_LOG_AT", ", agentkit_no_such_function()")
+    paces: list[Any] = []
+    real = postgres.purge_in_windows
+
+    def recorded(*args: Any, **kwargs: Any) -> tuple[int, int]:
+        paces.append(kwargs["log_pace"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(postgres, "purge_in_windows", recorded)
+    pg = PgSchema()
+    store: Any = None
+    try:
+        store = PostgresIdempotencyStore(pg.dsn, 300, retention_seconds=RETENTION)
+        now = store.store_now()
+        store.add_keys([KeyEntry(f"k{i:05d}", "fp", '{"ok":true}', None, now - 2 * RETENTION)
+                        for i in range(1500)] + [KeyEntry("young", "fp", '{"ok":true}', None, now)])
+        logs: list[int | None] = []
+        window = store._purge_window
+
+        def stepped(*args: Any) -> tuple[str | None, int, int | None]:
+            done = window(*args)
+            logs.append(done[2])
+            return done
+
+        monkeypatch.setattr(store, "_purge_window", stepped)
+        assert store.purge() == 1500
+        assert keys_of(store) == {"young": "completed"}
+    finally:
+        if store is not None:
+            store.close()
+        pg.drop()
+    assert paces == [None] and len(logs) >= 3 and set(logs) == {None}
 
 
 # --------------------------------------------------------------------------- listing and copying

@@ -28,7 +28,10 @@ Why purging never holds a claim up
     and the purge pauses: the rest after the tidying lasts at least as long as the step and
     the tidying took, and the whole pause at least the backend's pause (SQLite: 25 ms, so
     that a writer waiting for its one write lock, which sleeps and retries, gets it before
-    the next step). ``make bench`` measures
+    the next step). A store whose steps tell the log they wrote (PostgreSQL) is also paced
+    by it (:class:`LogPace`): a claim's commit waits for the log flushed before its record,
+    so the window shrinks until a step writes at most so many bytes, and the rest lasts
+    until the purge's log stays under so many bytes a second. ``make bench`` measures
     the worst ``run_once`` of a worker during the purge of 1M keys (benchmarks/purge.py).
 
 Copying
@@ -56,11 +59,14 @@ __all__ = [
     "ApprovalEntry",
     "Copied",
     "KeyEntry",
+    "LogPace",
     "OperableStore",
     "Purged",
     "copy_store",
     "expired_before",
+    "next_window",
     "purge_in_windows",
+    "rest_after",
     "retention",
 ]
 
@@ -142,9 +148,26 @@ class Copied:
     approvals_present: int
 
 
-#: One purge step: ``(after, before, window) -> (where the window ended, rows deleted)``;
-#: the end is None once no row follows ``after``.
-PurgeStep = Callable[[str | None, float, int], "tuple[str | None, int]"]
+#: One purge step: ``(after, before, window) -> (where the window ended, rows deleted, bytes
+#: of log written meanwhile)``; the end is None once no row follows ``after``, the bytes None
+#: where the store does not measure its log (SQLite).
+PurgeStep = Callable[[str | None, float, int], "tuple[str | None, int, int | None]"]
+
+
+@dataclass(frozen=True)
+class LogPace:
+    """How much write-ahead log a purge may write (PostgreSQL's: see
+    :data:`~agentkit.policy.stores.postgres.PURGE_LOG_PACE`). A claim's commit waits for the
+    log flushed before its own record, so a step writes at most ``step_bytes`` (its window
+    shrinks to fit, at most as many keys as the time allows) and rests until its log,
+    spread over the step and the rest, stays under ``bytes_per_second``."""
+
+    step_bytes: int
+    bytes_per_second: float
+
+    def __post_init__(self) -> None:
+        if self.step_bytes <= 0 or not self.bytes_per_second > 0:
+            raise ValueError("a log pace needs step_bytes > 0 and bytes_per_second > 0")
 
 
 class OperableStore(StoreBase):
@@ -228,46 +251,76 @@ class OperableStore(StoreBase):
 def purge_in_windows(
     before: float, *, keys: PurgeStep, approvals: PurgeStep, pending: list[ApprovalEntry],
     delete_pending: Callable[[str, str], bool], pause: float,
-    tidy: Callable[[], None] | None = None,
+    tidy: Callable[[], None] | None = None, log_pace: LogPace | None = None,
 ) -> tuple[int, int]:
     """A durable store's purge: its keys, then its settled or expired approvals, window by
     window of the primary key, each window one short step, with a pause after every step
     that deleted something, which begins with ``tidy()`` when given (SQLite: the purge
-    checkpoints the log it wrote, so that no claim's commit has to) and then rests at least as long as the step and the tidying took, the whole pause
-    lasting at least ``pause``; then the ``pending`` approvals whose time ran out before
-    ``before``."""
-    deleted_keys = _paced(keys, before, pause, tidy)
-    deleted_approvals = _paced(approvals, before, pause, tidy)
+    checkpoints the log it wrote, so that no claim's commit has to) and then rests at least
+    as long as the step and the tidying took, the whole pause lasting at least ``pause``;
+    then the ``pending`` approvals whose time ran out before ``before``.
+
+    With ``log_pace`` (a store whose steps tell the log they wrote), the window also shrinks
+    so that a step writes at most ``log_pace.step_bytes``, and the rest also lasts until the
+    step's log, spread over the step and its rest, is under ``log_pace.bytes_per_second``."""
+    deleted_keys = _paced(keys, before, pause, tidy, log_pace)
+    deleted_approvals = _paced(approvals, before, pause, tidy, log_pace)
     for entry in pending:
         if expired_before(entry.record, before) and delete_pending(entry.approval_id, entry.record):
             deleted_approvals += 1
     return deleted_keys, deleted_approvals
 
 
-def _paced(step: PurgeStep, before: float, pause: float, tidy: Callable[[], None] | None) -> int:
+def _paced(
+    step: PurgeStep, before: float, pause: float, tidy: Callable[[], None] | None,
+    pace: LogPace | None,
+) -> int:
     after: str | None = None
     deleted, window = 0, _FIRST_WINDOW
     while True:
         began = time.monotonic()
-        end, gone = step(after, before, window)
+        end, gone, logged = step(after, before, window)
         took = time.monotonic() - began
         deleted += gone
         if end is None:
             return deleted
         after = end
-        if took > PURGE_STEP_SECONDS:
-            window = max(_MIN_WINDOW, window // 2)
-        elif took < PURGE_STEP_SECONDS / 2:
-            window = min(_MAX_WINDOW, window * 2)
+        window = next_window(window, took, logged, pace)
         if gone:
             tidied = 0.0
             if tidy is not None:
                 began = time.monotonic()
                 tidy()
                 tidied = time.monotonic() - began
-            # The tidying is the purge's work too: the rest after it is at least as long as
-            # the step and the tidying took, and the whole pause at least ``pause``.
-            time.sleep(max(0.0, pause - tidied, took + tidied))
+            time.sleep(rest_after(took + tidied, pause - tidied, logged, pace))
+
+
+def next_window(window: int, took: float, logged: int | None, pace: LogPace | None) -> int:
+    """The next step's window, after a step of ``window`` rows that took ``took`` seconds and
+    wrote ``logged`` bytes of log: halved above :data:`PURGE_STEP_SECONDS`, doubled under
+    half of it (between 16 and 1,024 rows), and with a ``pace``, no larger than the window
+    that would have written ``pace.step_bytes`` at this step's bytes of log per row (so it
+    grows only as far as the log allows, and shrinks at once when the log grows)."""
+    if took > PURGE_STEP_SECONDS:
+        following = max(_MIN_WINDOW, window // 2)
+    elif took < PURGE_STEP_SECONDS / 2:
+        following = min(_MAX_WINDOW, window * 2)
+    else:
+        following = window
+    if pace is not None and logged:
+        following = max(_MIN_WINDOW, min(following, window * pace.step_bytes // logged))
+    return following
+
+
+def rest_after(work: float, pause: float, logged: int | None, pace: LogPace | None) -> float:
+    """How long the purge rests after a step that deleted something, its work (the step and
+    the tidying) having taken ``work`` seconds: at least as long again (so a purge takes at
+    most half the time), at least ``pause``, and with a ``pace``, long enough that the
+    step's ``logged`` bytes over its work and its rest stay under ``pace.bytes_per_second``."""
+    rest = max(0.0, pause, work)
+    if pace is not None and logged:
+        rest = max(rest, logged / pace.bytes_per_second - work)
+    return rest
 
 
 def expired_before(record: str, before: float) -> bool:

@@ -72,6 +72,19 @@ Event loops
     the store from async code (``close()`` from sync code); a loop ended some other way
     (``loop.close()`` without cancelling its tasks) should await it first.
 
+Purging
+    :meth:`PostgresIdempotencyStore.purge` deletes window by window of the primary key, each
+    DELETE committed durably (see :meth:`~PostgresIdempotencyStore.purge_before`). A claim
+    that commits while a step's commit is flushing waits for that flush: what a claim can
+    wait behind the purge is the log of one step. So each step measures the write-ahead log
+    it wrote (``pg_current_wal_insert_lsn()`` before its read, after its DELETE), and the
+    purge is paced by it (:data:`PURGE_LOG_PACE`): the window shrinks so that a step writes
+    at most 256 KiB, and the purge rests until its log stays under 8 MiB a second, so the
+    server's disk flushes the claims' records beside it. A DELETE logs a whole image of
+    every page it is first to change after a checkpoint (once per page, in whatever order
+    its keys go): about 350 bytes per key in all, so 1M keys take a minute or more. A server
+    that refuses the function (Aurora, a standby) is purged by time alone.
+
 Round trips
     A new key costs two round trips (the claim, the completion) and one WAL flush wait (the
     claim's), against two and one for a bare INSERT and COMMIT; a replay costs one. The
@@ -110,6 +123,7 @@ from agentkit.policy.stores.operations import (
     PENDING,
     ApprovalEntry,
     KeyEntry,
+    LogPace,
     OperableStore,
     purge_in_windows,
 )
@@ -252,7 +266,7 @@ _ADD_APPROVALS = (
 # A purge window: where the next ``window`` rows end and whether any is expired (a read);
 # then, only if so, one DELETE bounded by the window, which locks only the rows it deletes.
 _KEY_WINDOW = (
-    "SELECT max(key), count(*) FILTER (WHERE result IS NOT NULL AND updated_at < to_timestamp(%s))"
+    "SELECT max(key), count(*) FILTER (WHERE result IS NOT NULL AND updated_at < to_timestamp(%s)){log}"
     " FROM (SELECT key, result, updated_at FROM agentkit_keys {lower} ORDER BY key LIMIT %s) AS w"
 )
 _PURGE_KEYS = (
@@ -262,13 +276,22 @@ _PURGE_KEYS = (
 _HISTORY = "state IN ({})".format(", ".join(f"'{state}'" for state in HISTORY))
 _APPROVAL_WINDOW = (
     f"SELECT max(approval_id), count(*) FILTER (WHERE {_HISTORY}"
-    " AND updated_at < to_timestamp(%s)) FROM (SELECT approval_id, state, updated_at"
+    " AND updated_at < to_timestamp(%s)){log} FROM (SELECT approval_id, state, updated_at"
     " FROM agentkit_approvals {lower} ORDER BY approval_id LIMIT %s) AS w"
 )
 _PURGE_APPROVALS = (
     f"DELETE FROM agentkit_approvals WHERE {{lower}} approval_id <= %s AND {_HISTORY}"
     " AND updated_at < to_timestamp(%s)"
 )
+# Where the write-ahead log ends (read with a window, then after its DELETE): the log a step
+# wrote. (A server that refuses it, such as Aurora, is purged without a log pace.)
+_LOG_AT = ", pg_current_wal_insert_lsn()::text"
+_LOG_SINCE = "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), %s::pg_lsn)::bigint"
+
+#: How much write-ahead log the purge may write (see "Purging" above): at most 256 KiB a
+#: step (a claim committing meanwhile waits for at most that flush), at most 8 MiB a second
+#: (the disk's time is mostly the workers').
+PURGE_LOG_PACE = LogPace(step_bytes=256 * 1024, bytes_per_second=8 * 1024 * 1024)
 
 
 def _claim_row(claim: Claim) -> tuple[Any, ...]:
@@ -1153,33 +1176,53 @@ class PostgresIdempotencyStore(OperableStore):
         without waiting, a step's log, a whole image of every page it is first to change
         after a checkpoint, about 300 bytes per key, would be flushed by the next claim's
         commit, which would then wait for the purge's megabytes instead of its own record:
-        the claims beside such a purge wait in ``IO:WALSync``, never on a lock.) The purge
-        rests as long as each step took, its flush included, so it takes at most half of
-        the server's time (and its disk's) from the workers."""
+        the claims beside such a purge wait in ``IO:WALSync``, never on a lock.) A claim
+        committing meanwhile still waits for the step's flush: the purge is paced by the log
+        it writes (:data:`PURGE_LOG_PACE`), each step measuring it, so that flush stays
+        small and the disk is never the purge's for long. The purge also rests as long as
+        each step took, its flush included, so it takes at most half of the server's time
+        (and its disk's) from the workers."""
+        measured = self._log_measurable()
         return purge_in_windows(
             before,
-            keys=lambda after, cut, n: self._purge_window(_KEY_WINDOW, _PURGE_KEYS, "key", after, cut, n),
+            keys=lambda after, cut, n: self._purge_window(
+                _KEY_WINDOW, _PURGE_KEYS, "key", after, cut, n, measured),
             approvals=lambda after, cut, n: self._purge_window(
-                _APPROVAL_WINDOW, _PURGE_APPROVALS, "approval_id", after, cut, n),
+                _APPROVAL_WINDOW, _PURGE_APPROVALS, "approval_id", after, cut, n, measured),
             pending=self.approval_page(PENDING),
             delete_pending=self._delete_pending,
             pause=0.0,
+            log_pace=PURGE_LOG_PACE if measured else None,
         )
+
+    def _log_measurable(self) -> bool:
+        """Whether this server tells where its write-ahead log ends (Aurora, a standby and
+        a user refused the function do not: their purge is paced by time alone)."""
+        import psycopg
+
+        with self._connection(durable=False) as conn:
+            try:
+                conn.execute(f"SELECT 1{_LOG_AT}").fetchone()
+            except psycopg.Error:
+                return False
+        return True
 
     def _purge_window(
         self, window_sql: str, delete_sql: str, column: str, after: str | None, before: float,
-        window: int,
-    ) -> tuple[str | None, int]:
+        window: int, measured: bool = False,
+    ) -> tuple[str | None, int, int | None]:
         lower, args = (f"WHERE {column} > %s", (after,)) if after is not None else ("", ())
         with self._connection(durable=True) as conn:  # its log flushed by its own commit
-            row = conn.execute(window_sql.format(lower=lower), (before, *args, window)).fetchone()
+            row = conn.execute(window_sql.format(lower=lower, log=_LOG_AT if measured else ""),
+                               (before, *args, window)).fetchone()
             assert row is not None
-            end, expired = row
+            end, expired = row[0], row[1]
             if end is None or not expired:
-                return end, 0
+                return end, 0, 0 if measured else None
             bound = f"{column} > %s AND" if after is not None else ""
             cur = conn.execute(delete_sql.format(lower=bound), (*args, end, before))
-        return end, cur.rowcount
+            logged = conn.execute(_LOG_SINCE, (row[2],)).fetchone() if measured else None
+        return end, cur.rowcount, None if logged is None else int(logged[0])
 
     def _delete_pending(self, approval_id: str, record: str) -> bool:
         with self._connection(durable=False) as conn:

@@ -693,17 +693,17 @@ class SQLiteIdempotencyStore(OperableStore):
     def _purge_window(
         self, window_sql: str, delete_sql: str, column: str, after: str | None, before: float,
         window: int,
-    ) -> tuple[str | None, int]:
+    ) -> tuple[str | None, int, None]:  # (its log is checkpointed after each step instead)
         lower, args = (f"WHERE {column} > ?", (after,)) if after is not None else ("", ())
         with self._connection(False) as conn:
             end, expired = conn.execute(
                 window_sql.format(lower=lower), (before, *args, window)
             ).fetchone()
             if end is None or not expired:
-                return end, 0
+                return end, 0, None
             bound = f"{column} > ? AND" if after is not None else ""
             cur = conn.execute(delete_sql.format(lower=bound), (*args, end, before))
-        return end, cur.rowcount
+        return end, cur.rowcount, None
 
     def _delete_pending(self, approval_id: str, record: str) -> bool:
         with self._connection(False) as conn:
