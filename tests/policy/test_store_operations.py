@@ -385,11 +385,15 @@ def test_pg_each_purge_step_has_its_log_flushed_before_the_purge_rests(monkeypat
             return int(pg.execute(f"SELECT {function}() - '0/0'::pg_lsn")[0][0])
 
         def stepped(*args: Any) -> tuple[str | None, int, int | None]:
+            began = lsn("pg_current_wal_insert_lsn")
             end, gone, logged = window(*args)
             if gone:
                 events.append("step")
-                # what the step wrote is on disk already (read before anything else writes)
-                assert lsn("pg_current_wal_flush_lsn") >= lsn("pg_current_wal_insert_lsn")
+                # What the step wrote is on disk already: its log starts after ``began`` and
+                # its commit after its log, so a durable commit has flushed past both (other
+                # sessions' writes meanwhile only move that point further on).
+                assert logged is not None and logged > 0
+                assert lsn("pg_current_wal_flush_lsn") >= began + logged
             return end, gone, logged
 
         monkeypatch.setattr(store, "_purge_window", stepped)
