@@ -45,15 +45,6 @@ class DoneFlag:
             self._flag = True
             self._lock.release()
 
-    def mark(self) -> Callable[[], object] | None:
-        """Set the flag without waking those already waiting: returns what wakes them (to be
-        called once, soon), or None if the flag was set already. ``is_set`` and a new
-        ``wait`` see the flag at once."""
-        if self._flag:
-            return None
-        self._flag = True
-        return self._lock.release
-
     def is_set(self) -> bool:
         return self._flag
 
@@ -116,30 +107,7 @@ class Attempt:
             self.finished_at = time.monotonic()
             self.done.set()
             callbacks, self._callbacks = self._callbacks, None
-        if callbacks is not None:
-            self._call_back(callbacks)
-
-    def end_quietly(self, slot: Slot | None) -> Callable[[], object] | None:
-        """:meth:`end`, all but waking whoever waits on :attr:`done`: what wakes them is
-        returned, to be called once, as late as it can be. A worker thread calls it as its
-        last act before it waits for its next task, so the caller it wakes does not find it
-        still holding the GIL (docs/design.md#async-path). An attempt with done-callbacks
-        wakes its waiters right here, before its callbacks run, as :meth:`end` does (None)."""
-        if slot is not None:
-            slot.release()
-        with self.lock:
-            self.finished_at = time.monotonic()
-            wake = self.done.mark()
-            callbacks, self._callbacks = self._callbacks, None
-        if callbacks is None:
-            return wake
-        if wake is not None:
-            wake()
-        self._call_back(callbacks)
-        return None
-
-    def _call_back(self, callbacks: list[Callable[[], None]]) -> None:
-        for callback in callbacks:
+        for callback in callbacks or ():
             try:
                 callback()
             except Exception:

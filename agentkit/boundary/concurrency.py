@@ -182,14 +182,12 @@ def _work(
     slot: Slot | None,
     finish: Callable[[Any], Any] | None,
     waiter: asyncio.Future[None] | None,
-) -> Callable[[], object] | None:
+) -> None:
     """One attempt on a worker thread: the handler, then ``finish``, then the end of the
-    attempt. Returns what tells the caller (the attempt's waiters woken; ``waiter``, an async
-    caller's future, settled on its loop), for the pool to call as its last act before it
-    waits for its next task (see :class:`~agentkit.boundary.workers.WorkerPool`)."""
+    attempt; ``waiter`` (an async caller's future) is settled on its loop afterwards."""
     with attempt.lock:
         if attempt.cancelled:
-            return None
+            return
         attempt.started = True
         attempt.started_at = time.monotonic()
     try:
@@ -203,21 +201,13 @@ def _work(
             exc = HandlerCancelled("the handler raised CancelledError")
         attempt.error = exc
     finally:
-        waiters = attempt.end_quietly(slot)
-    if waiter is None:
-        return waiters
-    return partial(_tell_loop, waiters, waiter)
-
-
-def _tell_loop(waiters: Callable[[], object] | None, waiter: asyncio.Future[None]) -> None:
-    """An async caller's attempt has ended: its waiters woken, its future settled on its loop."""
-    if waiters is not None:
-        waiters()
-    # Not contextlib.suppress: a context manager built on every call, on the way back.
-    try:  # noqa: SIM105
-        waiter.get_loop().call_soon_threadsafe(wake, waiter)
-    except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
-        pass
+        attempt.end(slot)
+    if waiter is not None:
+        # Not contextlib.suppress: a context manager built on every call, on the way back.
+        try:  # noqa: SIM105
+            waiter.get_loop().call_soon_threadsafe(wake, waiter)
+        except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
+            pass
 
 
 # --------------------------------------------------------------------------- sync callers

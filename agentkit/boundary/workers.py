@@ -57,7 +57,7 @@ class _Idle:
     __slots__ = ("task", "wake")
 
     def __init__(self) -> None:
-        self.task: Callable[[], Callable[[], object] | None] | None = None
+        self.task: Callable[[], None] | None = None
         self.wake = threading.Lock()
         self.wake.acquire()
 
@@ -82,14 +82,8 @@ class WorkerPool:
         """How many threads this pool has ever started (reuse keeps this small)."""
         return self._started
 
-    def submit(self, task: Callable[[], Callable[[], object] | None]) -> None:
+    def submit(self, task: Callable[[], None]) -> None:
         """Run ``task`` on an idle worker, or on a new daemon thread when none is idle.
-
-        ``task`` may return a function that tells its caller it has ended (wakes the thread
-        waiting for it): the worker calls it as its last act before it waits for its next task,
-        once it is back among the idle ones. The caller it wakes then finds the GIL free and
-        this worker ready for the next call, as a two-lock ping-pong would; woken any earlier,
-        it would wake only to wait for the GIL the worker still holds, a second wake-up.
 
         Raises :class:`WorkerUnavailable` when a thread is needed and cannot be started.
         """
@@ -113,23 +107,17 @@ class WorkerPool:
                 self._started -= 1
             raise WorkerUnavailable(str(exc)) from exc
 
-    def _work(self, first: list[Callable[[], Callable[[], object] | None]]) -> None:
+    def _work(self, first: list[Callable[[], None]]) -> None:
         me = _Idle()
-        task: Callable[[], Callable[[], object] | None] | None = first.pop()
+        task: Callable[[], None] | None = first.pop()
         while True:
             assert task is not None
-            tell = task()
+            task()
             # Let go of the finished task before waiting for the next one: an idle worker must
             # not keep the last attempt (its value, its exception) alive for IDLE_SECONDS.
             task = None
             with self._lock:
                 self._idle.append(me)
-            if tell is not None:  # the task's caller is told last (see submit)
-                try:
-                    tell()
-                except Exception:  # a worker must stay one: log it and wait for the next task
-                    logging.getLogger("agentkit").exception("a worker could not tell its caller")
-                tell = None
             if not me.wake.acquire(timeout=self._idle_seconds):
                 with self._lock:
                     if any(worker is me for worker in self._idle):
@@ -211,22 +199,17 @@ async def run_on_worker(function: Callable[..., T], *args: Any, **kwargs: Any) -
         else:
             future.set_result(value)
 
-    def task() -> Callable[[], None]:
+    def task() -> None:
         value: Any = None
         error: BaseException | None = None
         try:
             value = context.run(function, *args, **kwargs)
         except BaseException as exc:  # handed to the awaiting task
             error = exc
-
-        def tell() -> None:  # by the pool, last (see WorkerPool.submit)
-            try:
-                loop.call_soon_threadsafe(settle, value, error)
-            except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
-                logging.getLogger("agentkit").warning(
-                    "a worker finished after its event loop closed")
-
-        return tell
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
+            logging.getLogger("agentkit").warning("a worker finished after its event loop closed")
 
     try:
         POOL.submit(task)

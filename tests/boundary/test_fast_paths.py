@@ -13,8 +13,7 @@ import threading
 from typing import Any
 
 from agentkit import ToolRegistry, ToolSpec, ainvoke_tool
-from agentkit.boundary.attempt import Attempt, DoneFlag
-from agentkit.boundary.slot import Slot
+from agentkit.boundary.attempt import DoneFlag
 
 WAIT = 10.0
 
@@ -39,48 +38,6 @@ def test_done_flag_wakes_every_waiter_and_times_out_before_it_is_set() -> None:
         thread.join(WAIT)
     assert woke == [True, True, True]
     assert flag.is_set() and flag.wait() is True and flag.wait(0) is True
-
-
-def test_a_marked_flag_is_seen_at_once_and_wakes_its_waiter_when_told() -> None:
-    flag = DoneFlag()
-    started = threading.Event()
-    woke: list[bool] = []
-
-    def waiter() -> None:
-        started.set()
-        woke.append(flag.wait(WAIT))
-
-    thread = threading.Thread(target=waiter)
-    thread.start()
-    assert started.wait(WAIT)
-    wake = flag.mark()
-    assert flag.is_set() and flag.wait(0) is True  # a new wait sees it at once
-    assert flag.mark() is None  # marked once: nothing more to wake
-    assert wake is not None
-    wake()
-    thread.join(WAIT)
-    assert woke == [True] and not thread.is_alive()
-
-
-def test_an_attempt_ended_quietly_is_done_and_its_waiters_wait_to_be_told() -> None:
-    attempt = Attempt("tool", "call-1")
-    slot = Slot(1)
-    assert slot.acquire(blocking=False)
-    wake = attempt.end_quietly(slot)
-    assert wake is not None
-    assert attempt.done.is_set() and attempt.finished_at is not None
-    assert slot.acquire(blocking=False)  # its slot was freed at the end, not when told
-    assert attempt.done._lock.locked()  # the waiters are not woken yet
-    wake()
-    assert not attempt.done._lock.locked()
-
-
-def test_an_attempt_with_callbacks_ended_quietly_wakes_its_waiters_before_them() -> None:
-    attempt = Attempt("tool", "call-1")
-    seen: list[bool] = []
-    attempt.add_done_callback(lambda: seen.append(attempt.done._lock.locked()))
-    assert attempt.end_quietly(None) is None
-    assert seen == [False]  # woken (the lock let go) before the callback ran
 
 
 _CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="none")

@@ -5,7 +5,6 @@ and an idle worker leaves after its idle time, after which a new one is started.
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from agentkit.boundary.workers import WorkerPool
 
@@ -64,41 +63,3 @@ def test_an_idle_worker_leaves_and_a_new_one_is_started() -> None:
     assert not thread.is_alive() and pool._idle == []
     second = run(pool)
     assert pool.threads_started == 2 and second != first
-
-
-def test_a_task_s_caller_is_told_once_its_worker_is_idle_again() -> None:
-    """What a task returns is called last, with its worker back among the idle ones: a call
-    made at once by the caller it wakes finds that same worker (no second thread)."""
-    pool = WorkerPool(name="told")
-    seen: list[tuple[str, int, str]] = []
-    second_ran = threading.Event()
-
-    def second() -> None:
-        seen.append(("second", pool.threads_started, threading.current_thread().name))
-        second_ran.set()
-
-    def tell() -> None:  # the caller, woken, calls again at once (here, on the worker itself)
-        seen.append(("told", len(pool._idle), threading.current_thread().name))
-        pool.submit(second)
-
-    def first() -> object:
-        seen.append(("first", len(pool._idle), threading.current_thread().name))
-        return tell
-
-    pool.submit(first)
-    assert second_ran.wait(WAIT)
-    worker = seen[0][2]
-    assert seen == [("first", 0, worker), ("told", 1, worker), ("second", 1, worker)]
-
-
-def test_a_tell_that_fails_is_logged_and_the_worker_serves_on(caplog: Any) -> None:
-    pool = WorkerPool(name="failing-tell")
-
-    def broken() -> None:
-        raise RuntimeError("cannot tell")
-
-    pool.submit(lambda: broken)
-    wait_idle(pool, 1)
-    names = {run(pool) for _ in range(3)}
-    assert len(names) == 1 and pool.threads_started == 1
-    assert "a worker could not tell its caller" in caplog.text
