@@ -83,17 +83,22 @@ class Backend:
         import psycopg
         from test_stores import ServerUse
 
-        try:
-            self.admin = psycopg.connect(PG_DSN, autocommit=True, connect_timeout=5)
-        except psycopg.Error as exc:
-            pg_unavailable(f"no PostgreSQL server answers at AGENTKIT_TEST_PG_DSN ({exc})")
-        tag = os.urandom(5).hex()
-        self.dbos_schema, agentkit_schema = f"dbos_{tag}", f"agentkit_{tag}"
-        self.admin.execute(f"CREATE SCHEMA {agentkit_schema}")
-        self.schemas = [self.dbos_schema, agentkit_schema]
-        # While its schemas live, this process uses the server: a test that restarts it (or
-        # ends every session of the database) waits until they are dropped.
+        # From its first connection until its schemas are dropped, this process uses the
+        # server: a test that restarts it (or ends every session of the database) waits for
+        # that, and this one waits for such a test to bring the server back first.
         ServerUse.enter()
+        try:
+            try:
+                self.admin = psycopg.connect(PG_DSN, autocommit=True, connect_timeout=5)
+            except psycopg.Error as exc:
+                pg_unavailable(f"no PostgreSQL server answers at AGENTKIT_TEST_PG_DSN ({exc})")
+            tag = os.urandom(5).hex()
+            self.dbos_schema, agentkit_schema = f"dbos_{tag}", f"agentkit_{tag}"
+            self.admin.execute(f"CREATE SCHEMA {agentkit_schema}")
+        except BaseException:
+            ServerUse.leave()
+            raise
+        self.schemas = [self.dbos_schema, agentkit_schema]
         self.system_db = PG_DSN
         separator = "&" if "?" in PG_DSN else "?"
         self.store = f"postgres:{PG_DSN}{separator}options=-csearch_path%3D{agentkit_schema}"

@@ -102,10 +102,15 @@ def pg_dsn() -> str:
         import psycopg
     except ImportError:
         pg_unavailable("psycopg is not installed: pip install -e '.[postgres]'")
+    # Under the server's shared lock: a test in another process that restarts the server
+    # has brought it back by the time this check gets the lock (:class:`ServerUse`).
+    ServerUse.enter()
     try:
         psycopg.connect(PG_DSN, connect_timeout=5).close()
     except psycopg.Error as exc:
         pg_unavailable(f"no PostgreSQL server answers at AGENTKIT_TEST_PG_DSN ({exc})")
+    finally:
+        ServerUse.leave()
     return PG_DSN
 
 
@@ -169,11 +174,10 @@ class PgSchema:
         import psycopg
         from psycopg.conninfo import make_conninfo
 
-        base = pg_dsn()
-        ServerUse.enter()
+        ServerUse.enter()  # first: a test restarting the server brings it back before this
         self.holds = True
         try:
-            self._create(base, psycopg, make_conninfo)
+            self._create(pg_dsn(), psycopg, make_conninfo)
         except BaseException:
             self.holds = False
             ServerUse.leave()
