@@ -1350,6 +1350,41 @@ def test_pg_schema_is_created_once_by_workers_starting_together(pg: Backend) -> 
     assert pg.sql("SELECT version FROM agentkit_schema") == [(2,)]
 
 
+def _truncatable(pg: Backend) -> list[tuple[str, bool]]:
+    """Each store table, and whether VACUUM may truncate it (its ``vacuum_truncate``)."""
+    return [(name, not {"vacuum_truncate=false", "vacuum_truncate=off"} & set(options or []))
+            for name, options in pg.sql(
+                "SELECT c.relname, c.reloptions FROM pg_class AS c"
+                " JOIN pg_namespace AS n ON n.oid = c.relnamespace"
+                " WHERE n.nspname = current_schema()"
+                " AND c.relname IN ('agentkit_keys', 'agentkit_approvals') ORDER BY c.relname")]
+
+
+def test_pg_vacuum_never_truncates_the_tables_a_purge_empties(pg: Backend) -> None:
+    """After a purge empties a table's end, VACUUM's truncation would hold every claim behind
+    an ACCESS EXCLUSIVE lock: the store's tables are made untruncatable once, new ones and
+    existing ones alike (a table of an older kit gets it when a store first opens it)."""
+    store = pg()
+    assert store.run_once("k", Op(OK), "fp") == OK
+    assert _truncatable(pg) == [("agentkit_approvals", False), ("agentkit_keys", False)]
+    pg.sql("ALTER TABLE agentkit_keys RESET (vacuum_truncate)")  # as an older kit left it
+    assert _truncatable(pg) == [("agentkit_approvals", False), ("agentkit_keys", True)]
+    again = pg()
+    assert again.run_once("k", Op(OK), "fp") == {**OK, "replayed": True}
+    assert _truncatable(pg) == [("agentkit_approvals", False), ("agentkit_keys", False)]
+    # Once set, a store that opens the tables alters nothing (an ALTER rewrites the table's
+    # catalog row, a new xmin).
+    def catalog_rows() -> list[tuple[Any, ...]]:
+        return pg.sql("SELECT relname, xmin::text FROM pg_class WHERE relname IN"
+                      " ('agentkit_keys', 'agentkit_approvals')"
+                      " AND relnamespace = (SELECT oid FROM pg_namespace"
+                      " WHERE nspname = current_schema()) ORDER BY relname")
+
+    rows = catalog_rows()
+    assert pg().run_once("k", Op(OK), "fp") == {**OK, "replayed": True}
+    assert catalog_rows() == rows
+
+
 def test_pg_a_newer_schema_is_refused_with_a_clear_error(
     pg: Backend, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -46,7 +46,10 @@ Schema and connections
     one transaction guarded by an advisory lock, so workers that start at once create them
     once; the version is recorded in ``agentkit_schema``. Version 1's tables
     (``agentkit_results`` and ``agentkit_claims``) are migrated in place; a database whose
-    version is newer than this code knows is refused with a clear error. The sync steps'
+    version is newer than this code knows is refused with a clear error. VACUUM never
+    truncates the tables (``vacuum_truncate = off``, set once per table): after a purge
+    empties a table's end, truncating it would hold every claim behind an ACCESS EXCLUSIVE
+    lock. The sync steps'
     connections come from ``psycopg_pool`` pools; the async twins' from each event loop's
     own (see "Event loops"). One the server has left (a restart, ``pg_terminate_backend``)
     is recognised before use, without a round trip, by its socket having something to read,
@@ -191,6 +194,25 @@ _MIGRATE_FROM_1 = [
     ),
     "DROP TABLE agentkit_results, agentkit_claims",
 ]
+
+# A purge empties the end of a table; VACUUM would then truncate it, under an ACCESS
+# EXCLUSIVE lock that holds every claim waiting (tens of ms) long after the purge ended. The
+# space is the next keys' anyway: no table of the store is truncated (PostgreSQL >= 12;
+# setting it takes a SHARE UPDATE EXCLUSIVE lock, which no claim waits for, once per table).
+_UNTRUNCATED = (
+    "SELECT c.relname FROM pg_class AS c"
+    " WHERE c.relname IN ('agentkit_keys', 'agentkit_approvals')"
+    " AND c.relnamespace = (SELECT n.oid FROM pg_namespace AS n WHERE n.nspname = current_schema())"
+    " AND NOT coalesce(c.reloptions && ARRAY['vacuum_truncate=false', 'vacuum_truncate=off'], false)"
+    " AND current_setting('server_version_num')::int >= 120000"
+    " ORDER BY c.relname"
+)
+
+
+def _untruncated(conn: psycopg.Connection[Any]) -> list[str]:
+    """The store's tables that VACUUM may still truncate (none on PostgreSQL < 12)."""
+    return [row[0] for row in conn.execute(_UNTRUNCATED).fetchall()]
+
 
 _CLAIM_COLUMNS = "token, fingerprint, host, pid, start_time, lease_until"
 _NOW = "extract(epoch FROM clock_timestamp())::float8"
@@ -784,6 +806,8 @@ class PostgresIdempotencyStore(OperableStore):
                     for statement in _SCHEMA[1:]:
                         conn.execute(statement)
                 conn.execute("INSERT INTO agentkit_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+            for table in _untruncated(conn):
+                conn.execute(f"ALTER TABLE {table} SET (vacuum_truncate = off)")
         self._schema_ready = True
 
     @contextmanager
