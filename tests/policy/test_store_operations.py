@@ -9,11 +9,13 @@ PostgreSQL rows are aged in place, since the database's clock cannot be moved).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sqlite3
 import threading
 import time
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -368,9 +370,12 @@ def test_a_log_pace_is_positive(step_bytes: int, per_second: float) -> None:
 
 
 def test_pg_each_purge_step_has_its_log_flushed_before_the_purge_rests(monkeypatch) -> None:
-    """On a real server: every DELETE step commits durably, so by the time it returns the
-    write-ahead log is flushed up to that step's end, and no worker's claim has to flush the
-    purge's log in its own commit. (With a relaxed commit, the flushed position lags.)"""
+    """On a real server: every DELETE step commits durably (on a connection whose commits
+    wait for the log's flush), so by the time it returns the write-ahead log is flushed past
+    where it began, and no worker's claim has to flush the purge's log in its own commit.
+
+    (The flushed position is compared with where the step began, not with the server's
+    insert position after it: other sessions' relaxed commits move that one on at any time.)"""
     pg = PgSchema()
     store: Any = None
     try:
@@ -379,24 +384,31 @@ def test_pg_each_purge_step_has_its_log_flushed_before_the_purge_rests(monkeypat
         store.add_keys([KeyEntry(f"k{i:05d}", "fp", '{"ok":true}', None, now - 2 * RETENTION)
                         for i in range(3000)])
         events: list[str] = []
-        window = store._purge_window
+        window, connection = store._purge_window, store._connection
+        commits: list[str] = []  # synchronous_commit of each connection a step used
+
+        @contextlib.contextmanager
+        def watched(durable: bool = True) -> Iterator[Any]:
+            with connection(durable) as conn:
+                yield conn
+                commits.append(conn.execute("SHOW synchronous_commit").fetchone()[0])
 
         def lsn(function: str) -> int:
             return int(pg.execute(f"SELECT {function}() - '0/0'::pg_lsn")[0][0])
 
         def stepped(*args: Any) -> tuple[str | None, int, int | None]:
             began = lsn("pg_current_wal_insert_lsn")
+            commits.clear()
             end, gone, logged = window(*args)
             if gone:
                 events.append("step")
-                # What the step wrote is on disk already: its log starts after ``began`` and
-                # its commit after its log, so a durable commit has flushed past both (other
-                # sessions' writes meanwhile only move that point further on).
+                assert commits == ["on"]  # the step's one connection waits for the flush
                 assert logged is not None and logged > 0
-                assert lsn("pg_current_wal_flush_lsn") >= began + logged
+                assert lsn("pg_current_wal_flush_lsn") >= began
             return end, gone, logged
 
         monkeypatch.setattr(store, "_purge_window", stepped)
+        monkeypatch.setattr(store, "_connection", watched)
         monkeypatch.setattr(operations, "time", types.SimpleNamespace(
             monotonic=time.monotonic, sleep=lambda seconds: events.append("rest")))
         assert store.purge() == 3000
