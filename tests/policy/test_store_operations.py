@@ -369,6 +369,25 @@ def test_a_log_pace_is_positive(step_bytes: int, per_second: float) -> None:
         operations.LogPace(step_bytes, per_second)
 
 
+@contextlib.contextmanager
+def expired_pg_store(keys: int, *, young: bool = False) -> Iterator[tuple[PgSchema, Any]]:
+    """A PostgreSQL store in a schema of its own holding ``keys`` keys completed well before
+    the retention (and, if ``young``, one completed now); closed and dropped afterwards."""
+    pg = PgSchema()
+    store: Any = None
+    try:
+        store = PostgresIdempotencyStore(pg.dsn, 300, retention_seconds=RETENTION)
+        now = store.store_now()
+        store.add_keys([KeyEntry(f"k{i:05d}", "fp", '{"ok":true}', None, now - 2 * RETENTION)
+                        for i in range(keys)]
+                       + ([KeyEntry("young", "fp", '{"ok":true}', None, now)] if young else []))
+        yield pg, store
+    finally:
+        if store is not None:
+            store.close()
+        pg.drop()
+
+
 def test_pg_each_purge_step_has_its_log_flushed_before_the_purge_rests(monkeypatch) -> None:
     """On a real server: every DELETE step commits durably (on a connection whose commits
     wait for the log's flush), so by the time it returns the write-ahead log is flushed past
@@ -376,13 +395,7 @@ def test_pg_each_purge_step_has_its_log_flushed_before_the_purge_rests(monkeypat
 
     (The flushed position is compared with where the step began, not with the server's
     insert position after it: other sessions' relaxed commits move that one on at any time.)"""
-    pg = PgSchema()
-    store: Any = None
-    try:
-        store = PostgresIdempotencyStore(pg.dsn, 300, retention_seconds=RETENTION)
-        now = store.store_now()
-        store.add_keys([KeyEntry(f"k{i:05d}", "fp", '{"ok":true}', None, now - 2 * RETENTION)
-                        for i in range(3000)])
+    with expired_pg_store(3000) as (pg, store):
         events: list[str] = []
         window, connection = store._purge_window, store._connection
         commits: list[str] = []  # synchronous_commit of each connection a step used
@@ -413,10 +426,6 @@ def test_pg_each_purge_step_has_its_log_flushed_before_the_purge_rests(monkeypat
             monotonic=time.monotonic, sleep=lambda seconds: events.append("rest")))
         assert store.purge() == 3000
         assert keys_of(store) == {}
-    finally:
-        if store is not None:
-            store.close()
-        pg.drop()
     steps = events.count("step")
     assert steps >= 3  # 3,000 keys, windows of at most 1,024
     assert events == ["step", "rest"] * steps
@@ -428,15 +437,9 @@ def test_pg_a_purge_is_paced_by_the_log_its_steps_wrote(monkeypatch) -> None:
     small pace's bytes, and each rest lasts until the step's log is under its rate."""
     from agentkit.policy.stores import postgres
 
-    pg = PgSchema()
-    store: Any = None
     pace = operations.LogPace(step_bytes=8 * 1024, bytes_per_second=1e9)
     monkeypatch.setattr(postgres, "PURGE_LOG_PACE", pace)
-    try:
-        store = PostgresIdempotencyStore(pg.dsn, 300, retention_seconds=RETENTION)
-        now = store.store_now()
-        store.add_keys([KeyEntry(f"k{i:05d}", "fp", '{"ok":true}', None, now - 2 * RETENTION)
-                        for i in range(3000)])
+    with expired_pg_store(3000) as (pg, store):
         pg.execute("CHECKPOINT")  # every page's first change now logs its whole image
         window = store._purge_window
         steps: list[tuple[int, int, int]] = []  # (window, the step's log, the server's)
@@ -458,10 +461,6 @@ def test_pg_a_purge_is_paced_by_the_log_its_steps_wrote(monkeypatch) -> None:
             monotonic=time.monotonic, sleep=rests.append))
         assert store.purge() == 3000
         assert keys_of(store) == {}
-    finally:
-        if store is not None:
-            store.close()
-        pg.drop()
     assert all(0 < logged <= around for _, logged, around in steps)
     first_window, first_log, _ = steps[0]
     assert first_window == 256 and first_log > 256 * 100  # page images: over 100 B a key
@@ -485,13 +484,7 @@ def test_pg_a_server_that_does_not_tell_its_log_is_purged_by_time_alone(monkeypa
         return real(*args, **kwargs)
 
     monkeypatch.setattr(postgres, "purge_in_windows", recorded)
-    pg = PgSchema()
-    store: Any = None
-    try:
-        store = PostgresIdempotencyStore(pg.dsn, 300, retention_seconds=RETENTION)
-        now = store.store_now()
-        store.add_keys([KeyEntry(f"k{i:05d}", "fp", '{"ok":true}', None, now - 2 * RETENTION)
-                        for i in range(1500)] + [KeyEntry("young", "fp", '{"ok":true}', None, now)])
+    with expired_pg_store(1500, young=True) as (_, store):
         logs: list[int | None] = []
         window = store._purge_window
 
@@ -503,10 +496,6 @@ def test_pg_a_server_that_does_not_tell_its_log_is_purged_by_time_alone(monkeypa
         monkeypatch.setattr(store, "_purge_window", stepped)
         assert store.purge() == 1500
         assert keys_of(store) == {"young": "completed"}
-    finally:
-        if store is not None:
-            store.close()
-        pg.drop()
     assert paces == [None] and len(logs) >= 3 and set(logs) == {None}
 
 
