@@ -203,11 +203,16 @@ def _work(
     finally:
         attempt.end(slot)
     if waiter is not None:
-        # Not contextlib.suppress: a context manager built on every call, on the way back.
-        try:  # noqa: SIM105
-            waiter.get_loop().call_soon_threadsafe(wake, waiter)
-        except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
-            pass
+        _wake_soon(waiter)
+
+
+def _wake_soon(waiter: asyncio.Future[None]) -> None:
+    """From any thread: wake the task awaiting ``waiter``, on the waiter's own loop."""
+    # Not contextlib.suppress: a context manager built on every call, on the way back.
+    try:  # noqa: SIM105
+        waiter.get_loop().call_soon_threadsafe(wake, waiter)
+    except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
+        pass
 
 
 # --------------------------------------------------------------------------- sync callers
@@ -408,15 +413,8 @@ async def _quickly(
     pace.quick = False  # not back in time: await the rest, and let the next calls be awaited
     waiter: asyncio.Future[None] = loop.create_future()
     deadlines_of(loop).add(max(began + timeout - time.monotonic(), 0.0), waiter)
-
-    def settle() -> None:  # on the worker when the attempt ends (here, if it has already)
-        # Not contextlib.suppress: a context manager built on every call, on the way back.
-        try:  # noqa: SIM105
-            loop.call_soon_threadsafe(wake, waiter)
-        except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
-            pass
-
-    attempt.add_done_callback(settle)
+    # on the worker when the attempt ends (here, if it has already)
+    attempt.add_done_callback(partial(_wake_soon, waiter))
     return await _awaited(waiter, attempt, slot, pace)
 
 

@@ -273,8 +273,7 @@ class _NodeRun:
         try:
             yield
         finally:
-            if not ended.done():
-                ended.set_result(None)
+            ended.set_result(None)
 
     async def calls_ended(self) -> None:
         """Once every call of this run has ended (a cancelled wait cancels none of them)."""
