@@ -86,10 +86,11 @@ lab: $(LAB_STAMP)
 ## worker (`--dist loadfile`), so each notebook runs top to bottom in one kernel. Three
 ## workers for every two cores: a worker spends about a third of its time waiting (on its
 ## child processes, a kernel, PostgreSQL's flushes), and on 2 cores 3 workers took 138 s
-## where 2 took 174 s, for the same CPU. WORKERS=0 runs everything in this process. Bytecode is kept (__pycache__, ignored by git) even where
-## the environment turns it off (PYTHONDONTWRITEBYTECODE, common in containers): otherwise
-## every worker, kernel and child process compiles the kit and pytest rewrites every test
-## module again, ~10 s of CPU per worker.
+## where 2 took 174 s, for the same CPU. WORKERS=0 runs everything in this process.
+## Bytecode is kept (__pycache__, ignored by git) even where the environment turns it off
+## (PYTHONDONTWRITEBYTECODE, common in containers): otherwise every worker, kernel and child
+## process compiles the kit and pytest rewrites every test module again, ~10 s of CPU per
+## worker.
 WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n * 3 / 2 > 1 ? n * 3 / 2 : 1 )))
 test: install
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest tests notebooks -m "not browser and not interop and not offline" $(NBVAL) -n $(WORKERS) --dist loadfile
