@@ -90,10 +90,11 @@ lab: $(LAB_STAMP)
 ## Bytecode is kept (__pycache__, ignored by git) even where the environment turns it off
 ## (PYTHONDONTWRITEBYTECODE, common in containers): otherwise every worker, kernel and child
 ## process compiles the kit and pytest rewrites every test module again, ~10 s of CPU per
-## worker.
+## worker. The browser suite is not even collected here (it has its own target): its driver
+## imports Playwright, ~0.25 s of CPU in every worker.
 WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n * 3 / 2 > 1 ? n * 3 / 2 : 1 )))
 test: install
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest tests notebooks -m "not browser and not interop and not offline" $(NBVAL) -n $(WORKERS) --dist loadfile
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest tests notebooks --ignore=tests/browser -m "not browser and not interop and not offline" $(NBVAL) -n $(WORKERS) --dist loadfile
 
 test-unit: install
 	$(BIN)/python -m pytest tests -m "not browser and not interop and not offline"
