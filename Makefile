@@ -91,10 +91,12 @@ lab: $(LAB_STAMP)
 ## (PYTHONDONTWRITEBYTECODE, common in containers): otherwise every worker, kernel and child
 ## process compiles the kit and pytest rewrites every test module again, ~10 s of CPU per
 ## worker. The browser suite is not even collected here (it has its own target): its driver
-## imports Playwright, ~0.25 s of CPU in every worker.
+## imports Playwright, ~0.25 s of CPU in every worker. tests/_lean_pytest.py, loaded first,
+## spares each pytest process an import at its start (~1.6 s of CPU) and each worker the
+## interpreter's teardown at its end (1-8 s before the run could end); see its docstring.
 WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n * 3 / 2 > 1 ? n * 3 / 2 : 1 )))
 test: install
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest tests notebooks --ignore=tests/browser -m "not browser and not interop and not offline" $(NBVAL) -n $(WORKERS) --dist loadfile
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -p tests._lean_pytest tests notebooks --ignore=tests/browser -m "not browser and not interop and not offline" $(NBVAL) -n $(WORKERS) --dist loadfile
 
 test-unit: install
 	$(BIN)/python -m pytest tests -m "not browser and not interop and not offline"

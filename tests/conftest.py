@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import atexit
 import functools
-import os
 import sys
 import threading
 from collections import Counter
@@ -29,23 +27,6 @@ for _folder in sorted(_TESTS.iterdir(), reverse=True):
     if (_folder.is_dir() and _folder.name not in {"browser", "typing"}
             and not _folder.name.startswith((".", "_")) and str(_folder) not in sys.path):
         sys.path.insert(0, str(_folder))
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """An xdist worker (``make test``) skips the interpreter's final teardown: freeing every
-    object of a process that imported every framework took 1-8 s at the end of ``make test``,
-    while the controller waited for the slowest worker to exit. Its results are with the
-    controller already; Python has joined its threads; every ``atexit`` handler still runs."""
-    if hasattr(config, "workerinput"):
-        atexit.register(_exit_after_the_handlers)
-
-
-def _exit_after_the_handlers() -> None:
-    atexit.unregister(_exit_after_the_handlers)
-    atexit._run_exitfuncs()  # the others, registered before this one, in their usual order
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,89 @@ def test_wheelhouse_builds_what_the_room_installs(tmp_path: Path) -> None:
     (line,) = [line for line in make_dry(tmp_path, "wheelhouse") if " -m pip wheel" in line]
     assert line.split()[-3:] == ["pip", "'setuptools>=77'", "'.[notebooks,frameworks]'"]
     assert "--wheel-dir wheels" in line
+
+
+def pytest_command(tmp_path: Path) -> list[str]:
+    (line,) = [line for line in make_dry(tmp_path, "test", f"WHEELS={tmp_path / 'none'}")
+               if " -m pytest " in line]
+    return line.split()
+
+
+def test_make_test_loads_the_startup_plugin_before_anything_and_skips_the_browser_suite(
+        tmp_path: Path) -> None:
+    command = pytest_command(tmp_path)
+    start = command.index("pytest")
+    assert command[start + 1:start + 3] == ["-p", "tests._lean_pytest"]
+    assert "--ignore=tests/browser" in command
+    assert command[command.index("--dist") + 1] == "loadfile"
+
+
+def test_the_plugin_keeps_jsonschemas_iri_grammar_out_and_nbformat_working() -> None:
+    """What tests/_lean_pytest.py does to a fresh interpreter: the grammar's package is
+    installed (so jsonschema would import it), yet it is never imported, and nbformat and
+    jsonschema still validate, without the IRI format, as where the package is missing."""
+    code = (
+        "import importlib.metadata, sys\n"
+        "import tests._lean_pytest\n"
+        "import jsonschema, nbformat\n"
+        "nbformat.validate(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('1')]))\n"
+        "jsonschema.validate('x', {'type': 'string', 'format': 'iri'},"
+        " format_checker=jsonschema.FormatChecker())\n"
+        "print(bool(importlib.metadata.version('rfc3987-syntax')),"
+        " 'iri' in jsonschema.FormatChecker().checkers, sys.modules['rfc3987_syntax'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "False", "None"]
+
+
+PROBE = '''\
+import atexit
+import os
+
+FOLDER = os.environ["PROBE_FOLDER"]
+
+
+class FreedAtTeardown:
+    def __init__(self):  # what __del__ needs, held here: the teardown clears modules' names
+        self.path, self.flags = os.path.join(FOLDER, "teardown"), os.O_CREAT | os.O_WRONLY
+        self.open, self.close = os.open, os.close
+
+    def __del__(self):
+        self.close(self.open(self.path, self.flags))
+
+
+KEPT = FreedAtTeardown()  # a module's global: freed by the interpreter's final teardown
+atexit.register(lambda: open(os.path.join(FOLDER, "atexit"), "w").close())
+
+
+def test_in_a_worker():
+    assert os.environ["PYTEST_XDIST_WORKER"] == "gw0"
+'''
+
+
+def test_a_worker_runs_its_atexit_handlers_and_skips_the_teardown(tmp_path: Path) -> None:
+    """With tests/_lean_pytest.py an xdist worker still runs every ``atexit`` handler, and
+    leaves without the interpreter's final teardown; the same module run as a script (the
+    probe's own check) sees both."""
+    seen = {}
+    for case, command in (
+        ("script", ["test_probe.py"]),
+        ("worker", ["-m", "pytest", "-p", "tests._lean_pytest", "-n", "1", "-q",
+                    "-p", "no:cacheprovider", "-p", "no:nbval", "-p", "no:langsmith_plugin",
+                    "-c", "pytest.ini", "test_probe.py"]),
+    ):
+        folder = tmp_path / case
+        folder.mkdir()
+        (folder / "pytest.ini").write_text("[pytest]\n")
+        (folder / "test_probe.py").write_text(PROBE)
+        out = subprocess.run(
+            [sys.executable, *command], cwd=folder, capture_output=True, text=True, timeout=120,
+            env=dict(os.environ, PROBE_FOLDER=str(folder), PYTHONPATH=str(ROOT)), check=False)
+        assert out.returncode == 0, out.stdout + out.stderr
+        seen[case] = sorted(path.name for path in folder.iterdir()
+                            if path.name in ("atexit", "teardown"))
+        if case == "worker":
+            assert "1 passed" in out.stdout, out.stdout
+    assert seen == {"script": ["atexit", "teardown"], "worker": ["atexit"]}
