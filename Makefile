@@ -124,7 +124,7 @@ test-offline: install
 	$(BIN)/python -m pytest tests -m offline -p no:cacheprovider
 
 test-notebooks: install
-	$(BIN)/python -m pytest notebooks $(NBVAL)
+	$(BIN)/python -m pytest -p tests._lean_pytest notebooks $(NBVAL)
 
 ## Drive JupyterLab in headless Chromium (needs Debian's `chromium`; .ci/run installs it).
 test-browser: install
