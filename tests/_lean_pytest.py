@@ -1,5 +1,6 @@
-"""A pytest plugin for ``make test`` (``-p tests._lean_pytest``, loaded first, in the controller
-and in every xdist worker): less work at each pytest process's start and end.
+"""A pytest plugin for the suite's own runs (``-p tests._lean_pytest`` in ``make test``, ``make
+test-notebooks`` and the bench's nbval row), loaded before the installed plugins, in the
+controller and in every xdist worker: less work at each pytest process's start and end.
 
 At the start, one import is kept out. nbval imports nbformat, which imports jsonschema, whose
 optional IRI format check imports ``rfc3987_syntax`` (installed beside JupyterLab, by
