@@ -161,17 +161,14 @@ def fresh_pg_schema() -> Iterator[str]:
     from test_stores import ServerUse
 
     schema = f"readme_{uuid.uuid4().hex[:12]}"
-    ServerUse.enter()  # this process uses the server: a test that restarts it waits for us
-    try:
-        with psycopg.connect(PG_DSN, autocommit=True) as admin:
-            admin.execute(f"CREATE SCHEMA {schema}")
-            try:
-                separator = "&" if "?" in PG_DSN else "?"
-                yield f"{PG_DSN}{separator}options={quote(f'-c search_path={schema}')}"
-            finally:
-                admin.execute(f"DROP SCHEMA {schema} CASCADE")
-    finally:
-        ServerUse.leave()
+    # this process uses the server: a test that restarts it waits for us
+    with ServerUse.held(), psycopg.connect(PG_DSN, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {schema}")
+        try:
+            separator = "&" if "?" in PG_DSN else "?"
+            yield f"{PG_DSN}{separator}options={quote(f'-c search_path={schema}')}"
+        finally:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 # ---------------------------------------------------------------- each python block

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -104,13 +105,11 @@ def pg_dsn() -> str:
         pg_unavailable("psycopg is not installed: pip install -e '.[postgres]'")
     # Under the server's shared lock: a test in another process that restarts the server
     # has brought it back by the time this check gets the lock (:class:`ServerUse`).
-    ServerUse.enter()
-    try:
-        psycopg.connect(PG_DSN, connect_timeout=5).close()
-    except psycopg.Error as exc:
-        pg_unavailable(f"no PostgreSQL server answers at AGENTKIT_TEST_PG_DSN ({exc})")
-    finally:
-        ServerUse.leave()
+    with ServerUse.held():
+        try:
+            psycopg.connect(PG_DSN, connect_timeout=5).close()
+        except psycopg.Error as exc:
+            pg_unavailable(f"no PostgreSQL server answers at AGENTKIT_TEST_PG_DSN ({exc})")
     return PG_DSN
 
 
@@ -143,6 +142,16 @@ class ServerUse:
         if cls.holders == 0:
             fcntl.flock(cls.file, fcntl.LOCK_UN)
             cls.file.close()
+
+    @classmethod
+    @contextlib.contextmanager
+    def held(cls) -> Iterator[None]:
+        """The shared lock for the block's length (:meth:`enter`, then :meth:`leave`)."""
+        cls.enter()
+        try:
+            yield
+        finally:
+            cls.leave()
 
     @classmethod
     def exclusive(cls, wait: float = 300.0) -> None:
