@@ -1626,9 +1626,13 @@ def test_pg_the_dsn_and_its_password_stay_private(pg: Backend) -> None:
 
 
 class RoundTrips:
-    """A TCP proxy in front of the test server that counts round trips: one each time a
-    client sends after the server has answered it (or for the first time). A statement
-    queued in a pipeline travels in the same trip as the rest; an empty Sync costs one."""
+    """A TCP proxy in front of the test server that counts round trips: one each time the
+    server answers after the client has sent something. A statement queued in a pipeline
+    travels in the same trip as the rest; an empty Sync costs one. A message that asks for
+    no answer costs none, even when it leaves after the answer: psycopg closes a pipeline
+    with a Sync and then a Flush, and that Flush may reach the proxy after the Sync's
+    answer has passed through it (counting the client's sends instead counted it, now and
+    then, as a trip of its own)."""
 
     def __init__(self, dsn: str, port: int = 0) -> None:
         import socket
@@ -1654,7 +1658,7 @@ class RoundTrips:
             except OSError:
                 return
             server = socket.create_connection(self.upstream)
-            turn = ["server"]  # who spoke last on this connection
+            turn = ["server"]  # who sent last on this connection
             with self.lock:
                 if self.closed:  # accepted while closing: no connection outlives close()
                     client.close()
@@ -1665,18 +1669,20 @@ class RoundTrips:
                 threading.Thread(target=self.pump, args=(src, dst, side, turn), daemon=True).start()
 
     def pump(self, src: Any, dst: Any, side: str, turn: list[str]) -> None:
+        import socket
+
         while True:
             try:
                 data = src.recv(65536)
             except OSError:
                 data = b""
-            if not data:
-                for s in (src, dst):
-                    with contextlib.suppress(OSError):
-                        s.close()
+            if not data:  # one side left: shut both down (a close() would not wake a
+                for s in (src, dst):  # pump blocked in recv() on the other, and would keep
+                    with contextlib.suppress(OSError):  # its connection open)
+                        s.shutdown(socket.SHUT_RDWR)
                 return
-            with self.lock:  # counted before it is passed on: the answer comes after
-                if side == "client" and turn[0] == "server":
+            with self.lock:  # counted before the client can have the answer
+                if side == "server" and turn[0] == "client":
                     self.trips += 1
                 turn[0] = side
             try:
@@ -1690,12 +1696,65 @@ class RoundTrips:
         return trips
 
     def close(self) -> None:
+        import socket
+
         with self.lock:
             self.closed = True
-        self.listener.close()
-        for s in self.sockets:
-            with contextlib.suppress(OSError):
-                s.close()
+        for s in (self.listener, *self.sockets):
+            with contextlib.suppress(OSError):  # wakes the pumps blocked in recv()
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+
+def test_round_trips_counts_the_server_answering_not_the_client_sending() -> None:
+    """The proxy itself, against a stand-in server that answers each b"S" with b"Z" and
+    nothing else: a Flush sent after the answer came back is no trip, and messages sent
+    one by one before a Sync are one trip with it. Closing the proxy ends the server's
+    side of every connection, though the client's stays open."""
+    import socket
+
+    upstream = socket.create_server(("127.0.0.1", 0))
+    heard: list[bytes] = []
+    got = threading.Condition()
+
+    def serve() -> None:
+        conn, _ = upstream.accept()
+        with conn:
+            while data := conn.recv(16):
+                with got:
+                    heard.append(data)
+                    got.notify_all()
+                conn.sendall(b"Z" * data.count(b"S"))
+
+    def until_heard(n: int) -> None:
+        with got:
+            assert got.wait_for(lambda: len(b"".join(heard)) >= n, timeout=10)
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    proxy = RoundTrips(f"host=127.0.0.1 port={upstream.getsockname()[1]} dbname=x")
+    port = proxy.listener.getsockname()[1]
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            client.sendall(b"S")
+            assert client.recv(1) == b"Z"  # the answer came back...
+            client.sendall(b"H")  # ...and then a message that asks for none
+            until_heard(2)
+            assert proxy.take() == 1
+            for sent, message in enumerate((b"P", b"B", b"S"), start=3):  # queued, then
+                client.sendall(message)  # synced: one trip
+                until_heard(sent)
+            assert client.recv(1) == b"Z"
+            assert proxy.take() == 1
+            client.sendall(b"S")  # an empty Sync costs one
+            assert client.recv(1) == b"Z"
+            assert proxy.take() == 1
+            proxy.close()
+            server.join(timeout=10)
+            assert not server.is_alive()  # the server saw its connection end
+    finally:
+        proxy.close()
+        upstream.close()
 
 
 @pytest.fixture
