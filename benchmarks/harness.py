@@ -19,13 +19,15 @@ Nothing here knows what is measured: :mod:`benchmarks.suites` builds the paths.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import gc
 import io
 import math
+import os
 import statistics
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,6 +200,50 @@ class Runner:
                 self._collect()
                 path.samples.append(self._time(path, path.loops) / path.loops)
         return chosen
+
+
+# --------------------------------------------------------------------------- one CPU
+
+
+def thread_ids() -> list[int]:
+    """The kernel's ids of this process's threads (Linux), or none where it does not say."""
+    try:
+        return [int(name) for name in os.listdir("/proc/self/task")]
+    except OSError:
+        return []
+
+
+@contextlib.contextmanager
+def on_one_cpu() -> Iterator[int | None]:
+    """Every thread of this process on one CPU for the block; each thread's CPUs back after.
+
+    On a machine with few CPUs a hand-off to a waiting thread costs what the scheduler makes
+    of it: a thread that shares the caller's CPU is switched to at once, one on another CPU is
+    woken across (on a 2-vCPU virtual machine, ~4x slower), and which of the two a thread gets
+    holds for the life of the process. With every thread on one CPU each hand-off is a switch
+    on that CPU, so a row times the software alone. Threads started inside the block inherit
+    the pin; at its end they get the process's CPUs. Yields the CPU, or None where threads
+    cannot be pinned (not Linux): then nothing changes.
+    """
+    tids = thread_ids()
+    if not hasattr(os, "sched_setaffinity") or not tids:
+        yield None
+        return
+    allowed = os.sched_getaffinity(0)
+    cpu = min(allowed)
+    before: dict[int, set[int]] = {}
+    for tid in tids:
+        try:
+            before[tid] = os.sched_getaffinity(tid)
+            os.sched_setaffinity(tid, {cpu})
+        except OSError:  # the thread ended meanwhile
+            continue
+    try:
+        yield cpu
+    finally:
+        for tid in thread_ids():
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(tid, before.get(tid, allowed))
 
 
 # --------------------------------------------------------------------------- reporting

@@ -47,6 +47,8 @@ from benchmarks.harness import (
     goals_table,
     markdown_table,
     median_ratio,
+    missing,
+    on_one_cpu,
     path_rows,
 )
 
@@ -463,6 +465,12 @@ def sync_goals(group: Group, goals: list[Goal]) -> None:
                             "agentkit: invoke_tool", "floor: ThreadPoolExecutor", "<=", 1.35))
     goals.append(ratio_goal("sync: invoke_tool ≤ 0.75× openai-agents sync tool", sync,
                             "agentkit: invoke_tool", "openai-agents", "<=", 0.75))
+    # The floor and agentkit's paths again with every thread on one CPU: rows, not goals. The
+    # ratios above hang on which CPU the scheduler gave each waiting thread; these do not.
+    with on_one_cpu() as cpu:
+        paths = (suites.one_cpu_paths() if cpu is not None else
+                 [missing(ping_pong, "threads cannot be pinned to one CPU here")])
+        group("sync, every thread on one CPU", paths, ping_pong)
 
 
 def async_goals(group: Group, goals: list[Goal], rows: list[Row]) -> None:

@@ -204,23 +204,49 @@ def stage_paths(registry: Any) -> list[Path]:
         spec = registry.get("search")
         return lambda: shape_output(EXPECTED, spec.max_output_chars, registry.redactor)
 
-    def hop() -> Callable[[], Any]:
-        from agentkit.boundary.attempt import Attempt
-        from agentkit.boundary.concurrency import run_limited
-
-        def call() -> Any:
-            attempt = Attempt(tool="search", call_id="call-bench")
-            run_limited(search, ARGS, attempt=attempt, timeout=TIMEOUT, slot=None)
-            return attempt.value
-
-        return call
-
     return [
         build("agentkit stages: all but the hop", stages, check=_ok),
         build("agentkit stage: schema check", schema_check),
         build("agentkit stage: authorization", authorization),
         build("agentkit stage: redact/truncate", shaping, check=_ok),
         build("agentkit stage: the hop (run_limited)", hop, check=_expected),
+    ]
+
+
+def hop() -> Callable[[], Any]:
+    """The boundary's hand-off alone: one attempt of the handler on a worker, under its
+    timeout (no checks before it, no rendering after it)."""
+    from agentkit.boundary.attempt import Attempt
+    from agentkit.boundary.concurrency import run_limited
+
+    def call() -> Any:
+        attempt = Attempt(tool="search", call_id="call-bench")
+        run_limited(search, ARGS, attempt=attempt, timeout=TIMEOUT, slot=None)
+        return attempt.value
+
+    return call
+
+
+def one_cpu_paths() -> list[Path]:
+    """The sync group's floor and agentkit's sync paths again, built and timed inside
+    :func:`benchmarks.harness.on_one_cpu`: every thread on one CPU, so each hand-off is a
+    switch on it and a ratio is the software's own cost. Unpinned, on a 2-vCPU machine, a
+    waiting thread that shares the caller's CPU answers in ~15 µs and one on the other CPU in
+    ~60 µs, whichever the scheduler gave it, so the sync group's ratios to the ping-pong
+    can be read either way by several times."""
+    from agentkit import ToolRunner, invoke_tool
+
+    registry = agentkit_registry()
+    runner = ToolRunner(registry)
+    return [
+        build("floor: two-lock ping-pong with a waiting thread", ping_pong, check=_expected),
+        build("agentkit stage: the hop (run_limited)", hop, check=_expected),
+        build(
+            "agentkit: invoke_tool (sync handler)",
+            lambda: lambda: invoke_tool(registry, "search", ARGS),
+            check=_ok,
+        ),
+        build("agentkit: ToolRunner.call, read", lambda: lambda: runner.call("search", ARGS), check=_ok),
     ]
 
 

@@ -217,15 +217,22 @@ def test_the_sync_floor_is_the_ping_pong_read_both_ways_and_the_old_floor_stays_
     invoke = h.Path("agentkit: invoke_tool (sync handler)", fn=print, samples=[15.0, 22.0, 20.0])
     read = h.Path("agentkit: ToolRunner.call, read", fn=print, samples=[16.0, 24.0, 30.0])
     monkeypatch.setattr(run.suites, "sync_paths", lambda: [ping, pool, invoke, read])
+    pinned = [h.Path("floor: two-lock ping-pong with a waiting thread", fn=print)]
+    monkeypatch.setattr(run.suites, "one_cpu_paths", lambda: pinned)
     references = []
+    groups = []
 
     def group(title, paths, reference):
         references.append(reference)
+        groups.append((title, paths))
         return paths
 
     goals: list = []
     run.sync_goals(group, goals)
     assert run.find([ping, pool], references[0]) is ping
+    # then the same floor and paths with every thread on one CPU: rows, no goal of their own
+    assert groups[1] == ("sync, every thread on one CPU", pinned) and references[1] == references[0]
+    assert not any("one CPU" in goal.text for goal in goals)
     found = {goal.text: goal.value for goal in goals}
     assert found["sync: invoke_tool ≤ 1.25× two-lock ping-pong"] == pytest.approx(20 / 14)
     assert found["sync: invoke_tool ≤ 1.25× two-lock ping-pong (best rounds)"] == pytest.approx(1.5)
@@ -247,3 +254,40 @@ def test_a_ratio_goal_that_needs_a_margin_says_so():
     gone = run.ratio_goal("async: x ≤ 1.3× y", [b], "agentkit: ainvoke_tool (sync",
                           "agentkit: invoke_tool", "<=", 1.3, margin=run.MARGIN)
     assert gone.status == "N/A" and "not measured" in gone.why_missing
+
+
+def test_on_one_cpu_pins_every_thread_and_gives_each_its_cpus_back():
+    import os
+    import threading
+
+    if not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs Linux and two CPUs to tell a pinned thread from a free one")
+    allowed = os.sched_getaffinity(0)
+    go = threading.Event()
+    ready = threading.Event()
+    ids: dict[str, int] = {}
+
+    def waiting(name: str) -> None:
+        ids[name] = threading.get_native_id()
+        ready.set()
+        go.wait(30)
+
+    before = threading.Thread(target=waiting, args=("before",), daemon=True)
+    before.start()
+    assert ready.wait(30)
+    ready.clear()
+    try:
+        with h.on_one_cpu() as cpu:
+            assert cpu == min(allowed)
+            inside = threading.Thread(target=waiting, args=("inside",), daemon=True)
+            inside.start()
+            assert ready.wait(30)
+            for name in ("before", "inside"):
+                assert os.sched_getaffinity(ids[name]) == {cpu}
+            assert os.sched_getaffinity(0) == {cpu}
+        for name in ("before", "inside"):  # started inside the block: the process's CPUs
+            assert os.sched_getaffinity(ids[name]) == allowed
+        assert os.sched_getaffinity(0) == allowed
+    finally:
+        go.set()
+        before.join(30)
