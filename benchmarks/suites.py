@@ -126,7 +126,7 @@ def sync_paths() -> list[Path]:
     """
     import fastjsonschema
 
-    from agentkit import ToolRunner, invoke_tool
+    from agentkit import ToolRunner
 
     registry = agentkit_registry()
     schema = registry.get("search").parameters
@@ -145,12 +145,8 @@ def sync_paths() -> list[Path]:
             check=_expected,
         ),
         build("floor: fastjsonschema validator", lambda: lambda: validator(ARGS)),
-        build(
-            "agentkit: invoke_tool (sync handler)",
-            lambda: lambda: invoke_tool(registry, "search", ARGS),
-            check=_ok,
-        ),
-        build("agentkit: ToolRunner.call, read", lambda: lambda: runner.call("search", ARGS), check=_ok),
+        invoke_path(registry),
+        read_path(runner),
         build(
             "agentkit: ToolRunner.call, replayed write",
             lambda: lambda: runner.call("save", {"name": "n1", "text": "t"}),
@@ -234,20 +230,29 @@ def one_cpu_paths() -> list[Path]:
     waiting thread that shares the caller's CPU answers in ~15 µs and one on the other CPU in
     ~60 µs, whichever the scheduler gave it, so the sync group's ratios to the ping-pong
     can be read either way by several times."""
-    from agentkit import ToolRunner, invoke_tool
+    from agentkit import ToolRunner
 
     registry = agentkit_registry()
-    runner = ToolRunner(registry)
     return [
         build("floor: two-lock ping-pong with a waiting thread", ping_pong, check=_expected),
         build("agentkit stage: the hop (run_limited)", hop, check=_expected),
-        build(
-            "agentkit: invoke_tool (sync handler)",
-            lambda: lambda: invoke_tool(registry, "search", ARGS),
-            check=_ok,
-        ),
-        build("agentkit: ToolRunner.call, read", lambda: lambda: runner.call("search", ARGS), check=_ok),
+        invoke_path(registry),
+        read_path(ToolRunner(registry)),
     ]
+
+
+def invoke_path(registry: Any) -> Path:
+    """``invoke_tool`` of the sync read (the sync group, and again on one CPU)."""
+    from agentkit import invoke_tool
+
+    return build("agentkit: invoke_tool (sync handler)",
+                 lambda: lambda: invoke_tool(registry, "search", ARGS), check=_ok)
+
+
+def read_path(runner: Any) -> Path:
+    """``ToolRunner.call`` of the sync read (the sync group, and again on one CPU)."""
+    return build("agentkit: ToolRunner.call, read", lambda: lambda: runner.call("search", ARGS),
+                 check=_ok)
 
 
 # --------------------------------------------------------------------------- async group
