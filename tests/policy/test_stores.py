@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -1590,8 +1591,6 @@ def test_pg_server_stopped_then_started_busy_then_works(
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -1635,8 +1634,6 @@ class RoundTrips:
     then, as a trip of its own)."""
 
     def __init__(self, dsn: str, port: int = 0) -> None:
-        import socket
-
         from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
         parts = conninfo_to_dict(dsn)
@@ -1650,8 +1647,6 @@ class RoundTrips:
         threading.Thread(target=self.accept, daemon=True).start()
 
     def accept(self) -> None:
-        import socket
-
         while True:
             try:
                 client, _ = self.listener.accept()
@@ -1669,17 +1664,13 @@ class RoundTrips:
                 threading.Thread(target=self.pump, args=(src, dst, side, turn), daemon=True).start()
 
     def pump(self, src: Any, dst: Any, side: str, turn: list[str]) -> None:
-        import socket
-
         while True:
             try:
                 data = src.recv(65536)
             except OSError:
                 data = b""
-            if not data:  # one side left: shut both down (a close() would not wake a
-                for s in (src, dst):  # pump blocked in recv() on the other, and would keep
-                    with contextlib.suppress(OSError):  # its connection open)
-                        s.shutdown(socket.SHUT_RDWR)
+            if not data:  # one side left: both go
+                _shut_down(src, dst)
                 return
             with self.lock:  # counted before the client can have the answer
                 if side == "server" and turn[0] == "client":
@@ -1696,14 +1687,19 @@ class RoundTrips:
         return trips
 
     def close(self) -> None:
-        import socket
-
         with self.lock:
             self.closed = True
+        _shut_down(self.listener, *self.sockets)
         for s in (self.listener, *self.sockets):
-            with contextlib.suppress(OSError):  # wakes the pumps blocked in recv()
-                s.shutdown(socket.SHUT_RDWR)
             s.close()
+
+
+def _shut_down(*sockets: Any) -> None:
+    """Shut sockets down, which wakes a thread blocked in recv() on one and ends its
+    connection (a close() alone does neither while that thread holds it)."""
+    for s in sockets:
+        with contextlib.suppress(OSError):  # shut down already, or closed
+            s.shutdown(socket.SHUT_RDWR)
 
 
 def test_round_trips_counts_the_server_answering_not_the_client_sending() -> None:
@@ -1711,8 +1707,6 @@ def test_round_trips_counts_the_server_answering_not_the_client_sending() -> Non
     nothing else: a Flush sent after the answer came back is no trip, and messages sent
     one by one before a Sync are one trip with it. Closing the proxy ends the server's
     side of every connection, though the client's stays open."""
-    import socket
-
     upstream = socket.create_server(("127.0.0.1", 0))
     heard: list[bytes] = []
     got = threading.Condition()
