@@ -294,7 +294,14 @@ def timed_command(command: list[str], log: FsPath) -> tuple[float, int, str]:
     note = "; ".join(summaries) or (lines[-1] if lines else "")
     if failed:
         note += f"; first: {failed[0][:120]}"
-    return elapsed, done.returncode, f"{note[:300]} (log: {log.relative_to(ROOT)})"
+    return elapsed, done.returncode, f"{note[:300]} (log: {shown_path(log)})"
+
+
+def shown_path(path: FsPath) -> str:
+    """``path`` as the report names it: relative to the repository when it lies inside it (no
+    machine path in a committed table), else as it is (``--out`` may name any folder)."""
+    path = path.resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 # --------------------------------------------------------------------------- the run

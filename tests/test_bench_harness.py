@@ -291,3 +291,16 @@ def test_on_one_cpu_pins_every_thread_and_gives_each_its_cpus_back():
     finally:
         go.set()
         before.join(30)
+
+
+def test_a_commands_log_is_named_relative_to_the_repository_or_as_given(tmp_path):
+    """``--out`` may name any folder: a log outside the repository is named as it is (it
+    crashed the slow rows once), one inside it without the machine's path."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks.run import shown_path
+    finally:
+        sys.path.remove(str(ROOT))
+    assert shown_path(ROOT / "benchmarks" / "results" / "nbval.log") == "benchmarks/results/nbval.log"
+    outside = tmp_path / "bench" / "nbval.log"
+    assert shown_path(outside) == str(outside.resolve())
