@@ -16,9 +16,10 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -122,6 +123,7 @@ class ServerUse:
 
     holders = 0
     file: Any = None
+    alone = False  # this process has the server to itself (until its last holder leaves)
 
     @classmethod
     def enter(cls) -> None:
@@ -141,6 +143,7 @@ class ServerUse:
 
         cls.holders -= 1
         if cls.holders == 0:
+            cls.alone = False
             fcntl.flock(cls.file, fcntl.LOCK_UN)
             cls.file.close()
 
@@ -161,24 +164,36 @@ class ServerUse:
         two processes would otherwise wait for each other forever)."""
         import fcntl
 
-        if not cls.holders:
+        if not cls.holders or cls.alone:  # (a restart asks again: it has the server already)
             return
         deadline = time.monotonic() + wait
         while True:
             try:
                 fcntl.flock(cls.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     fcntl.flock(cls.file, fcntl.LOCK_SH)
                     pytest.skip("another test process kept using the server; it cannot be"
                                 " restarted under it")
                 time.sleep(0.05)  # a lock wait, not a synchronisation of the test's own steps
+                continue
+            # On Linux a conversion that fails drops the shared lock (flock(2): it is not
+            # atomic), so while this test waited another process's test may have had the
+            # server alone, and ended every session or restarted it: this process's admin
+            # sessions are opened anew (they are all it opened before asking).
+            cls.alone = True
+            for schema in list(PgSchema.living):
+                schema.reconnect()
+            return
 
 
 class PgSchema:
     """A fresh schema per test (its own tables), reached through the DSN's search_path; while
     it lives, its process uses the server (:class:`ServerUse`)."""
+
+    #: The schemas of this process not dropped yet (:meth:`ServerUse.exclusive` renews their
+    #: admin sessions).
+    living: ClassVar[weakref.WeakSet[PgSchema]] = weakref.WeakSet()
 
     def __init__(self) -> None:
         import psycopg
@@ -199,6 +214,17 @@ class PgSchema:
         self.admin.execute(f"CREATE SCHEMA {self.name}")
         self.admin.execute(f"SET search_path = {self.name}")
         self.dsn = make_conninfo(base, options=f"-c search_path={self.name}")
+        PgSchema.living.add(self)
+
+    def reconnect(self) -> None:
+        """The same schema on a new admin session (the old one died with the server, or was
+        ended by another process's test)."""
+        import psycopg
+
+        with contextlib.suppress(psycopg.Error):
+            self.admin.close()
+        self.admin = psycopg.connect(pg_dsn(), autocommit=True)
+        self.admin.execute(f"SET search_path = {self.name}")
 
     def execute(self, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         cur = self.admin.execute(statement, params)
@@ -207,6 +233,7 @@ class PgSchema:
     def drop(self) -> None:
         import psycopg
 
+        PgSchema.living.discard(self)
         try:
             if self.admin.closed:  # a test that restarts the server closed it first
                 self.admin = psycopg.connect(pg_dsn(), autocommit=True)
@@ -1336,6 +1363,27 @@ def pg_cluster(command: str) -> None:
     subprocess.run([str(PG_CLUSTER), command], check=True, capture_output=True, timeout=120)
 
 
+def test_pg_a_test_that_waited_for_the_server_alone_has_its_own_session_again(
+    pg: Backend,
+) -> None:
+    """While a test waits for the server alone, its shared lock is gone (a failed flock
+    conversion drops it), and another process's test may end every session meanwhile: once
+    it has the server, its schema answers on a live admin session (it failed with
+    AdminShutdown in pg.sql under pytest -n 2's --dist load)."""
+    import psycopg
+
+    assert pg.pg is not None
+    ended = pg.sql("SELECT pg_backend_pid()")[0][0]
+    with psycopg.connect(pg_dsn(), autocommit=True) as other:  # the other process's test
+        other.execute("SELECT pg_terminate_backend(%s, 5000)", (ended,))
+    ServerUse.exclusive()
+    assert pg.sql("SELECT current_schema(), pg_backend_pid() <> %s", (ended,)) == [
+        (pg.pg.name, True)]
+    store, op = pg(), Op(OK)
+    assert store.run_once("k", op, "fp") == OK
+    assert pg.sql("SELECT count(*) FROM agentkit_keys") == [(1,)]
+
+
 def test_pg_schema_is_created_once_by_workers_starting_together(pg: Backend) -> None:
     n = 6
     stores = [pg() for _ in range(n)]
@@ -1498,22 +1546,10 @@ def test_pg_a_server_restart_between_two_calls_costs_nothing(pg: Backend) -> Non
     assert store.run_once("a", op, "fp") == OK
     pg.pg.admin.close()  # type: ignore[union-attr]
     pg_cluster("restart")
-    pg.pg = PgSchemaReopened(pg.pg)  # type: ignore[arg-type]
+    pg.pg.reconnect()  # type: ignore[union-attr]
     assert store.run_once("b", op, "fp") == OK
     assert store.run_once("a", op, "fp")["replayed"] is True  # semantics hold: stored
     assert op.calls == 2
-
-
-class PgSchemaReopened(PgSchema):
-    """The same schema, on a new admin connection (the old one died with the server)."""
-
-    def __init__(self, old: PgSchema) -> None:
-        import psycopg
-
-        self.name, self.dsn = old.name, old.dsn
-        self.holds, old.holds = old.holds, False  # its use of the server goes on
-        self.admin = psycopg.connect(pg_dsn(), autocommit=True)
-        self.admin.execute(f"SET search_path = {self.name}")
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
@@ -1584,7 +1620,7 @@ def test_pg_server_stopped_then_started_busy_then_works(
         assert "could not claim key" in caplog.text
     finally:
         pg_cluster("up")
-        pg.pg = PgSchemaReopened(pg.pg)  # type: ignore[arg-type]
+        pg.pg.reconnect()  # type: ignore[union-attr]
     assert runner.call("save", {"name": "b.md"})["ok"] is True
     assert runner.call("save", {"name": "a.md"})["replayed"] is True
     assert calls == [1, 1]
