@@ -2002,7 +2002,7 @@ def test_pg_a_completion_whose_connection_died_is_sent_again(
     assert store.run_once("a", op, "fp") == OK
     with store._current_pool(False).connection() as conn:
         relaxed = conn.info.backend_pid
-    monkeypatch.setattr(postgres, "_looks_dead", lambda conn: False)  # the race, made certain
+    monkeypatch.setattr(postgres, "looks_dead", lambda conn: False)  # the race, made certain
     pg.sql("SELECT pg_terminate_backend(%s, 10000)", (relaxed,))
     assert store.run_once("b", op, "fp") == OK
     assert store.result("b") == OK

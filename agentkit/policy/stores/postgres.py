@@ -99,12 +99,8 @@ Round trips
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
-import select
 import threading
-import time
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from functools import partial
@@ -131,6 +127,22 @@ from agentkit.policy.stores.operations import (
     purge_in_windows,
 )
 from agentkit.policy.stores.owner import owner_gone, this_process
+from agentkit.policy.stores.postgres_loop_connections import (
+    AsyncConnections,
+    LoopEnding,
+    LoopPools,
+    looks_dead,
+    on_a_thread_if_the_loop_ends,
+)
+from agentkit.policy.stores.postgres_outages import (
+    outage_begins,
+    outage_ends,
+    outages,
+    pool_name,
+    retired,
+    shown_address,
+    why_unreachable,
+)
 
 if TYPE_CHECKING:
     import asyncio
@@ -412,87 +424,6 @@ class PostgresTransaction:
         return [str(row[0]) for row in rows]
 
 
-# ---- outages: one line when the server stops answering, one when it answers again
-
-_POOL_PREFIX = "agentkit postgresql://"  # how this module's pools are named (see _new_pool)
-_outage_lock = threading.Lock()
-_outages: dict[str, float] = {}  # address -> time.monotonic() when the outage was noticed
-_last_failure: dict[str, str] = {}  # address -> why its last connection attempt failed
-# Connections this module closed itself (the server had left them) before handing them back.
-_retired: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-class _PoolNoise(logging.Filter):
-    """psycopg_pool logs a WARNING for every failed connection attempt of every pool (about
-    six per call while a server is down), and one for every closed connection handed back.
-    For this module's pools the reason of a failed attempt is kept, for the one line an
-    outage gets, and those records are dropped; other pools' records pass."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        args = record.args
-        if record.levelno < logging.WARNING or not isinstance(args, tuple) or not args:
-            return True
-        name = args[0]
-        if not isinstance(name, str):
-            try:
-                return name not in _retired  # closed here on purpose: nothing to warn about
-            except TypeError:  # not hashable: not one of ours
-                return True
-        if not name.startswith(_POOL_PREFIX):
-            return True
-        if len(args) > 1 and isinstance(args[1], BaseException):
-            _last_failure[name.split(" ")[1]] = _first_line(args[1])
-        return False
-
-
-logging.getLogger("psycopg.pool").addFilter(_PoolNoise())
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
-
-
-def _why_unreachable(address: str) -> str:
-    return _last_failure.get(address) or "is the server up and reachable?"
-
-
-def _outage_begins(address: str, waited: float) -> None:
-    """Log the outage once, when the first call finds no connection."""
-    with _outage_lock:
-        if address in _outages:
-            return
-        _outages[address] = time.monotonic()
-    logger.warning(
-        "%s: unreachable, no connection within %g s (%s); calls answer busy and run nothing"
-        " until it answers again", address, waited, _why_unreachable(address),
-    )
-
-
-def _outage_ends(address: str) -> None:
-    """Log the end of the outage once, when a call gets a connection again."""
-    with _outage_lock:
-        began = _outages.pop(address, None)
-        _last_failure.pop(address, None)
-    if began is not None:
-        logger.warning("%s: reachable again, after %.1f s unreachable", address,
-                       time.monotonic() - began)
-
-
-def _address(dsn: str) -> str:
-    """The DSN as logs may show it: never the password."""
-    try:
-        from psycopg.conninfo import conninfo_to_dict
-
-        parts = conninfo_to_dict(dsn)
-    except Exception:  # an unparsable DSN is reported by connect, not here
-        return "postgresql://<unparsable dsn>"
-    user = f"{parts['user']}@" if parts.get("user") else ""
-    host = parts.get("host") or "localhost"
-    port = f":{parts['port']}" if parts.get("port") else ""
-    return f"postgresql://{user}{host}{port}/{parts.get('dbname') or ''}"
-
-
 _SESSION = (
     "SELECT set_config('synchronous_commit', %s, false), set_config('lock_timeout', %s, false),"
     " set_config('statement_timeout', %s, false)"
@@ -505,108 +436,6 @@ def _session(*, durable: bool, busy_timeout: float) -> tuple[str, str, str]:
     PgBouncer refuse)."""
     lock_ms = max(1, round(busy_timeout * 1000))
     return ("on" if durable else "off", f"{lock_ms}ms", f"{4 * lock_ms}ms")
-
-
-class _AsyncConnections:
-    """One event loop's async connections at one durability level: at most ``size`` open at
-    once (a step waits up to ``timeout`` seconds for one), the idle ones kept for the next
-    step, none known dead handed out.
-
-    It runs no task of its own, and that is why it is not psycopg_pool's async pool: that
-    pool's workers and scheduler are tasks on the loop, which ``asyncio.run`` cancels with
-    every other task when it ends the loop; a worker caught while connecting swallows the
-    cancellation and waits for more work, so the loop never closes, and a pool whose
-    workers were cancelled cannot be closed any more (its ``close`` raises before it closes
-    its connections). Here a connection is made in the task of the step that needs it, so
-    a cancellation reaches that step, and closing is closing the idle connections."""
-
-    __slots__ = ("_connect", "_free", "_idle", "_timeout", "closed")
-
-    def __init__(self, connect: Callable[[], Awaitable[Any]], size: int, timeout: float) -> None:
-        import asyncio
-
-        self._connect = connect
-        self._idle: list[Any] = []
-        self._free = asyncio.Semaphore(size)
-        self._timeout = timeout
-        self.closed = False
-
-    async def get(self) -> Any:
-        """An idle connection, or a new one; raises ``asyncio.TimeoutError`` when none is
-        free within the timeout, and psycopg's error when a new one cannot connect."""
-        import asyncio
-
-        if self._free.locked():
-            await asyncio.wait_for(self._free.acquire(), self._timeout)
-        else:
-            await self._free.acquire()  # free: returns without suspending
-        try:
-            while self._idle:
-                conn = self._idle.pop()
-                if not _looks_dead(conn):
-                    return conn
-                await conn.close()
-            return await self._connect()
-        except BaseException:
-            self._free.release()
-            raise
-
-    async def put(self, conn: Any) -> None:
-        """Give a connection back: kept if it is usable and the set still open, else closed."""
-        from psycopg.pq import TransactionStatus
-
-        try:
-            if (self.closed or conn.closed or conn.broken
-                    or conn.info.transaction_status != TransactionStatus.IDLE):
-                await conn.close()
-            else:
-                self._idle.append(conn)
-        finally:
-            self._free.release()
-
-    async def close(self) -> None:
-        """Close the idle connections; those in use are closed as they are given back."""
-        self.closed = True
-        idle, self._idle = self._idle, []
-        for conn in idle:
-            await conn.close()
-
-
-class _LoopPools:
-    """One event loop's connections (by durability), and the task that closes them with it."""
-
-    __slots__ = ("closer", "ending", "pools")
-
-    def __init__(self) -> None:
-        self.pools: dict[bool, _AsyncConnections] = {}
-        self.closer: asyncio.Task[None] | None = None  # a strong reference: the loop's is weak
-        self.ending = False  # the loop is ending: its connections are closed, or closing
-
-
-class _LoopEnding(Exception):
-    """The running loop is ending (its connections closed with it): a store step still
-    asked for on it (a call's cleanup, run as ``asyncio.run`` cancels its tasks) runs on a
-    thread, through the sync pools."""
-
-
-_Twin = TypeVar("_Twin", bound=Callable[..., Awaitable[Any]])
-
-
-def _on_a_thread_if_the_loop_ends(twin: _Twin) -> _Twin:
-    """An async twin ``a<step>`` that, on a loop whose pools are closed with it, performs
-    the sync ``<step>`` on a thread instead (before it has sent anything)."""
-    name = twin.__name__[1:]
-
-    @functools.wraps(twin)
-    async def step(self: PostgresIdempotencyStore, *args: Any, **kwargs: Any) -> Any:
-        import asyncio
-
-        try:
-            return await twin(self, *args, **kwargs)
-        except _LoopEnding:
-            return await asyncio.to_thread(partial(getattr(self, name), *args, **kwargs))
-
-    return step  # type: ignore[return-value]
 
 
 class PostgresIdempotencyStore(OperableStore):
@@ -652,7 +481,7 @@ class PostgresIdempotencyStore(OperableStore):
         if not busy > 0:
             raise ValueError("busy_timeout_seconds must be > 0")
         self._dsn = dsn
-        self.address = _address(dsn)
+        self.address = shown_address(dsn)
         self.connect_timeout_seconds = float(connect_timeout_seconds)
         self.busy_timeout_seconds = busy
         self.pool_size = pool_size
@@ -665,7 +494,7 @@ class PostgresIdempotencyStore(OperableStore):
         self._inherited: list[psycopg_pool.ConnectionPool[Any]] = []
         # The async pools of each live event loop (psycopg's async connections belong to
         # one loop), closed with their loop (see "Event loops" above).
-        self._apools: dict[asyncio.AbstractEventLoop, _LoopPools] = {}
+        self._apools: dict[asyncio.AbstractEventLoop, LoopPools] = {}
         self._closed = False
 
     # ---- connections
@@ -696,7 +525,7 @@ class PostgresIdempotencyStore(OperableStore):
             # once, and the next call that needs a connection tries afresh, so a server
             # that is back serves the very next call.
             reconnect_timeout=0,
-            name=f"agentkit {self.address} {'durable' if durable else 'relaxed'}",
+            name=pool_name(self.address, "durable" if durable else "relaxed"),
         )
         pool.open(wait=False)
         return pool
@@ -745,8 +574,8 @@ class PostgresIdempotencyStore(OperableStore):
                 conn = pool.getconn()
             except psycopg_pool.PoolTimeout as exc:
                 raise self._unreachable() from exc
-            if _looks_dead(conn):
-                _retired.add(conn)
+            if looks_dead(conn):
+                retired.add(conn)
                 conn.close()
                 pool.putconn(conn)  # closed: the pool discards it and makes another
                 continue
@@ -761,13 +590,13 @@ class PostgresIdempotencyStore(OperableStore):
             break
         else:
             raise StoreError(f"{self.address}: every connection failed (server restarting?)")
-        if _outages:
-            _outage_ends(self.address)
+        if outages:
+            outage_ends(self.address)
         try:
             yield conn
         except psycopg.Error as exc:
             if conn.broken:  # its call fails with the reason; the pool need not warn again
-                _retired.add(conn)
+                retired.add(conn)
             raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
         finally:
             pool.putconn(conn)
@@ -775,9 +604,9 @@ class PostgresIdempotencyStore(OperableStore):
     def _unreachable(self) -> StoreError:
         """No connection within the bound: the outage is logged once (the calls stay busy)."""
         waited = self.connect_timeout_seconds
-        _outage_begins(self.address, waited)
+        outage_begins(self.address, waited)
         return StoreError(f"{self.address}: no connection within {waited:g} s"
-                          f" ({_why_unreachable(self.address)})")
+                          f" ({why_unreachable(self.address)})")
 
     def _ensure_schema(self, conn: psycopg.Connection[Any]) -> None:
         """Create the tables once, or migrate older ones, under an advisory lock; refuse a
@@ -903,10 +732,10 @@ class PostgresIdempotencyStore(OperableStore):
 
     # ---- async twins (interface B): psycopg's async pool, no thread parked on the network
 
-    def _loop_connections(self, durable: bool) -> _AsyncConnections:
+    def _loop_connections(self, durable: bool) -> AsyncConnections:
         """This loop's async connections of that durability, made on first use; the first of
         a loop also starts the task that closes the loop's connections with it. Raises
-        :class:`_LoopEnding` once that task has run: the loop is ending."""
+        :class:`LoopEnding` once that task has run: the loop is ending."""
         import asyncio
 
         loop = asyncio.get_running_loop()
@@ -919,14 +748,14 @@ class PostgresIdempotencyStore(OperableStore):
                 # or, for a loop closed without cancelling its tasks, with the objects).
                 for gone in [other for other in self._apools if other.is_closed()]:
                     del self._apools[gone]
-                mine = self._apools[loop] = _LoopPools()
+                mine = self._apools[loop] = LoopPools()
                 mine.closer = loop.create_task(self._close_with(loop, mine),
                                                name=f"agentkit {self.address} closer")
             if mine.ending:
-                raise _LoopEnding
+                raise LoopEnding
             pool = mine.pools.get(durable)
             if pool is None:
-                pool = mine.pools[durable] = _AsyncConnections(
+                pool = mine.pools[durable] = AsyncConnections(
                     partial(self._aconnect, durable), self.pool_size,
                     self.connect_timeout_seconds)
             return pool
@@ -943,13 +772,13 @@ class PostgresIdempotencyStore(OperableStore):
             raise
         return conn
 
-    async def _close_with(self, loop: asyncio.AbstractEventLoop, mine: _LoopPools) -> None:
+    async def _close_with(self, loop: asyncio.AbstractEventLoop, mine: LoopPools) -> None:
         """Wait for the end of ``loop``, then close its connections.
 
         ``asyncio.run`` (and ``asyncio.Runner``), on Python 3.10 to 3.13, cancels every task
         still pending before it closes the loop, and waits for them: this task is one, and
         its cancellation is the loop ending. From then on a store step on this loop runs on
-        a thread (see :class:`_LoopEnding`)."""
+        a thread (see :class:`LoopEnding`)."""
         try:
             await loop.create_future()  # nothing sets it: only a cancellation ends this wait
         finally:
@@ -978,18 +807,18 @@ class PostgresIdempotencyStore(OperableStore):
                 f" (all {self.pool_size} in use)"
             ) from exc
         except psycopg.Error as exc:
-            _outage_begins(self.address, self.connect_timeout_seconds)
+            outage_begins(self.address, self.connect_timeout_seconds)
             raise StoreError(
                 f"{self.address}: cannot connect ({self._reason(exc)}; is the server up and"
                 " reachable?)"
             ) from exc
-        if _outages:
-            _outage_ends(self.address)
+        if outages:
+            outage_ends(self.address)
         try:
             yield conn
         except psycopg.Error as exc:
             if conn is not None and conn.broken:
-                _retired.add(conn)
+                retired.add(conn)
             raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
         finally:
             await pool.put(conn)
@@ -1015,7 +844,7 @@ class PostgresIdempotencyStore(OperableStore):
                 raise
             await conn.execute("COMMIT")
 
-    @_on_a_thread_if_the_loop_ends
+    @on_a_thread_if_the_loop_ends
     async def aclaim(
         self, key: str, fingerprint: str | None, ttl: float, *, may_take_over: bool,
         full_sync: bool = False,
@@ -1050,7 +879,7 @@ class PostgresIdempotencyStore(OperableStore):
             return failure(ErrorCode.IN_PROGRESS)
         return (kind, mine)
 
-    @_on_a_thread_if_the_loop_ends
+    @on_a_thread_if_the_loop_ends
     async def acomplete(
         self, key: str, mine: Claim, result: Result, full_sync: bool = False
     ) -> None:
@@ -1066,7 +895,7 @@ class PostgresIdempotencyStore(OperableStore):
         if not await self._aagain_if_lost(work):
             self.claim_lost(key)
 
-    @_on_a_thread_if_the_loop_ends
+    @on_a_thread_if_the_loop_ends
     async def adrop(self, key: str, mine: Claim) -> None:
         """:meth:`drop` on the event loop."""
 
@@ -1075,7 +904,7 @@ class PostgresIdempotencyStore(OperableStore):
 
         await self._aagain_if_lost(work)
 
-    @_on_a_thread_if_the_loop_ends
+    @on_a_thread_if_the_loop_ends
     async def aabandon_claim(self, key: str, mine: Claim) -> None:
         """:meth:`abandon_claim` on the event loop."""
         let_go(mine.token)
@@ -1096,7 +925,7 @@ class PostgresIdempotencyStore(OperableStore):
         async with self._aconnection(durable=False) as conn:
             return await work(conn)
 
-    @_on_a_thread_if_the_loop_ends
+    @on_a_thread_if_the_loop_ends
     async def acreate_approval(self, approval_id: str, record: dict[str, Any]) -> dict[str, Any]:
         """:meth:`create_approval` on the event loop."""
         text = record_text(record)
@@ -1109,14 +938,14 @@ class PostgresIdempotencyStore(OperableStore):
                 await conn.execute(_INSERT_APPROVAL, (approval_id, record["state"], text))
         return loads(text if row is None else str(row[0]))
 
-    @_on_a_thread_if_the_loop_ends
+    @on_a_thread_if_the_loop_ends
     async def aget_approval(self, approval_id: str) -> dict[str, Any] | None:
         """:meth:`get_approval` on the event loop."""
         async with self._aconnection() as conn:
             row = await (await conn.execute(_APPROVAL, (approval_id,))).fetchone()
         return None if row is None else loads(str(row[0]))
 
-    @_on_a_thread_if_the_loop_ends
+    @on_a_thread_if_the_loop_ends
     async def aupdate_approval(
         self, approval_id: str, expected_state: str, record: dict[str, Any]
     ) -> bool:
@@ -1132,7 +961,7 @@ class PostgresIdempotencyStore(OperableStore):
             await conn.execute(_REPLACE_APPROVAL, (record["state"], text, approval_id))
             return True
 
-    @_on_a_thread_if_the_loop_ends
+    @on_a_thread_if_the_loop_ends
     async def alist_approvals(self, state: str | None = None) -> list[dict[str, Any]]:
         """:meth:`list_approvals` on the event loop."""
         async with self._aconnection() as conn:
@@ -1343,14 +1172,3 @@ def _lost(exc: BaseException | None) -> bool:
     if not isinstance(exc, psycopg.OperationalError):
         return False
     return getattr(exc, "sqlstate", None) in (None, "57P01", "57P02", "57P03")  # shutdowns
-
-
-def _looks_dead(conn: Any) -> bool:
-    """An idle connection with something to read (the server's goodbye), or closed."""
-    if conn.closed or conn.broken:
-        return True
-    try:
-        readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    except (OSError, ValueError):
-        return True
-    return bool(readable)
