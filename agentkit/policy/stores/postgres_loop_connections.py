@@ -11,10 +11,9 @@ store tells an idle connection the server has left, sync or async. (Used by
 
 from __future__ import annotations
 
-import functools
 import select
 from collections.abc import Awaitable, Callable
-from functools import partial
+from functools import partial, wraps
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -114,7 +113,7 @@ def on_a_thread_if_the_loop_ends(twin: _Twin) -> _Twin:
     the sync ``<step>`` on a thread instead (before it has sent anything)."""
     name = twin.__name__[1:]
 
-    @functools.wraps(twin)
+    @wraps(twin)
     async def step(self: Any, *args: Any, **kwargs: Any) -> Any:
         import asyncio
 

@@ -18,12 +18,12 @@ import time
 import weakref
 from typing import Any
 
-__all__ = ["POOL_PREFIX", "PoolNoise", "outage_begins", "outage_ends", "outages", "pool_name",
+__all__ = ["PoolNoise", "outage_begins", "outage_ends", "outages", "pool_name",
            "retired", "shown_address", "why_unreachable"]
 
 logger = logging.getLogger("agentkit.policy.stores")
 
-POOL_PREFIX = "agentkit postgresql://"  # every pool_name() begins so (an address is a URL)
+_POOL_PREFIX = "agentkit postgresql://"  # every pool_name() begins so (an address is a URL)
 _outage_lock = threading.Lock()
 outages: dict[str, float] = {}  # address -> time.monotonic() when the outage was noticed
 _last_failure: dict[str, str] = {}  # address -> why its last connection attempt failed
@@ -34,8 +34,9 @@ retired: weakref.WeakSet[Any] = weakref.WeakSet()
 class PoolNoise(logging.Filter):
     """psycopg_pool logs a WARNING for every failed connection attempt of every pool (about
     six per call while a server is down), and one for every closed connection handed back.
-    For this module's pools the reason of a failed attempt is kept, for the one line an
-    outage gets, and those records are dropped; other pools' records pass."""
+    For the store's own pools (named by :func:`pool_name`) the reason of a failed attempt is
+    kept, for the one line an outage gets, and those records are dropped; other pools'
+    records pass."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
@@ -47,7 +48,7 @@ class PoolNoise(logging.Filter):
                 return name not in retired  # closed here on purpose: nothing to warn about
             except TypeError:  # not hashable: not one of ours
                 return True
-        if not name.startswith(POOL_PREFIX):
+        if not name.startswith(_POOL_PREFIX):
             return True
         if len(args) > 1 and isinstance(args[1], BaseException):
             _last_failure[name.split(" ")[1]] = _first_line(args[1])
