@@ -25,7 +25,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from agentkit.boundary.context import CallContext
-from agentkit.boundary.errors import ErrorCode, InvalidInput
+from agentkit.boundary.errors import ErrorCode, InvalidInput, NotApplied
 from agentkit.boundary.invoke import ainvoke_tool, invoke_tool
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.boundary.spec import Effect, ToolSpec
@@ -48,6 +48,7 @@ __all__ = [
     "ErrorCode",
     "IdempotencyStore",
     "InvalidInput",
+    "NotApplied",
     "PostgresIdempotencyStore",
     "SQLiteIdempotencyStore",
     "ToolRegistry",

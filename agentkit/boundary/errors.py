@@ -95,6 +95,25 @@ class InvalidInput(Exception):
         return safe_detail(message_of(self))
 
 
+class NotApplied(Exception):
+    """Raised by a write's handler to say "nothing took effect": a declined card, a refusal
+    the downstream service gave before it acted.
+
+    A write's handler that raises anything else has not been shown to fail: it may have
+    landed first and then raised (a bug reading the response). The runner treats such an
+    exception as doubt: it asks the tool's status lookup before the key is freed or the
+    approval settled, and without a lookup answers ``outcome_unknown`` and keeps the claim
+    (docs/design.md#a-writes-exception-is-doubt). ``NotApplied`` is the handler's word that nothing happened: the
+    result is ``tool_failure``, not retryable, and the key is free at once (the same intent
+    may be asked for again). Its message, like any exception's, is logged and never reaches
+    the model.
+
+    Raise it only when the write is known not to have happened. A subclass that is also a
+    ``PermissionError`` (a downstream refusal) answers ``forbidden`` instead, and still frees
+    the key.
+    """
+
+
 def message_of(exc: InvalidInput) -> str:
     """An :class:`InvalidInput`'s message, also for a subclass that skipped
     ``super().__init__`` (then ``str(exc)``); "" when even that fails."""

@@ -140,8 +140,9 @@ def _warn_no_lookup(given: ToolSpec, registered: ToolSpec) -> None:
         _warned[id(given)] = given
         _warned[id(registered)] = registered
     log.warning(
-        "%s is a reversible_write with no status_lookup: after a timeout or a lost "
-        "connection nothing can tell whether the write landed, so that call answers "
+        "%s is a reversible_write with no status_lookup: after a timeout, a lost "
+        "connection or an exception other than NotApplied nothing can tell whether the "
+        "write landed, so that call answers "
         "outcome_unknown and so does every later call with its key until a person releases "
         "it (store.release(key)); a status_lookup would settle it",
         registered.name,

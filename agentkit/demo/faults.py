@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agentkit.boundary.concurrency import mark_landed
+from agentkit.boundary.errors import NotApplied
 from agentkit.boundary.redaction import render_value
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ __all__ = [
     "FAKE_PASSWORD",
     "MAX_BLOCK_SECONDS",
     "CommitThenTimeout",
+    "Denied",
     "Deny",
     "FailTimes",
     "Fault",
@@ -191,13 +193,19 @@ class FailTimes(Fault):
         raise self.exc(f"injected fault: call {number} of the first {self.n} fails")
 
 
+class Denied(NotApplied, PermissionError):
+    """The downstream service refused before it acted: ``forbidden``, and known to have done
+    nothing (:class:`~agentkit.NotApplied`), so a write's key is freed without a lookup."""
+
+
 class Deny(Fault):
-    """Every call raises ``PermissionError`` (the downstream service said no); fn never runs."""
+    """Every call raises :class:`Denied`, a ``PermissionError`` (the downstream service said
+    no) that is also ``NotApplied``; fn never runs."""
 
     kind = "deny"
 
     def _fault(self, number: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        raise PermissionError("injected fault: the downstream service denied the request")
+        raise Denied("injected fault: the downstream service denied the request")
 
 
 class Hang(Fault):

@@ -8,6 +8,13 @@ is the result; not done → retry with the same key (never beside a timed-out at
 still running, whose "not done" proves nothing); unknown, or no lookup → ``outcome_unknown``,
 and it never rewrites blindly. ``busy`` (nothing ran) is simply tried again.
 
+Any other exception the handler raised is doubt too (:func:`in_doubt`): it may have landed
+and then failed reading the response. The lookup is asked before the key is freed: done →
+the receipt; not done → the failure stands and the key is free; unknown, or no lookup →
+``outcome_unknown`` with the claim kept. Only :class:`~agentkit.InvalidInput` and
+:class:`~agentkit.NotApplied` (the handler's word that nothing took effect) free the key at
+once.
+
 An approved irreversible write (:mod:`agentkit.policy.irreversible`) runs through the same
 steps with one attempt: :meth:`Writes.attempts` under its key's claim, the status lookup
 after a doubt, the claim's lease from :meth:`Writes.lease`.
@@ -25,7 +32,7 @@ from typing import Any
 from agentkit.boundary.attempt import Attempt
 from agentkit.boundary.canonical import canonical_json, intent_json
 from agentkit.boundary.context import CallContext
-from agentkit.boundary.errors import ErrorCode, failure
+from agentkit.boundary.errors import ErrorCode, InvalidInput, NotApplied, failure
 from agentkit.boundary.invoke import conclude, renderer
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.boundary.spec import Effect
@@ -38,7 +45,7 @@ from agentkit.policy.once import once
 from agentkit.policy.results import finish, outcome
 from agentkit.policy.stores.algorithm import Claim, Result, StoreError, let_go
 
-__all__ = ["Writes"]
+__all__ = ["Writes", "in_doubt"]
 
 log = logging.getLogger("agentkit")
 
@@ -110,7 +117,7 @@ class Writes:
                     yield Pause(self.backoff.delay(number))
                     continue
                 return result
-            if code not in _UNSURE:
+            if not in_doubt(result, attempt):
                 return result
             if spec.status_lookup is None:
                 return (yield from self._unknown(call, mine, attempt))
@@ -124,6 +131,9 @@ class Writes:
                 assert receipt is not None
                 return receipt
             if status == "not_done" and returned_before_lookup:
+                if code not in _UNSURE:
+                    # It raised and did not land: the failure stands (the key is freed).
+                    return result
                 if number < max_attempts:
                     continue
                 # Known not done, attempts used up: a plain failure, safe to ask again later.
@@ -184,7 +194,7 @@ class Writes:
         caller's own interrupt is on its way out, which nothing may replace."""
         key = call.key
         result = _late_result(call, attempt)
-        if result is None or (not result["ok"] and result["error"] not in _UNSURE):
+        if result is None or (not result["ok"] and not in_doubt(result, attempt)):
             step = StoreStep("drop", (key, mine))
         elif result["ok"]:
             step = StoreStep("complete", (key, mine, result, full_sync))
@@ -255,6 +265,21 @@ class Writes:
             receipt = dict(probe.value)  # rendered inside the lookup, like a handler's value
         call.event("lookup_ended", number=call.number, outcome=found, since=began)
         return found, receipt
+
+
+def in_doubt(result: dict[str, Any], attempt: Attempt | None) -> bool:
+    """Whether a write's failed attempt may still have landed (docs/design.md#a-writes-exception-is-doubt): a
+    disconnect or a timeout (``transient_failure``, ``outcome_unknown``), or any exception
+    its handler raised but :class:`~agentkit.InvalidInput` (the input was wrong) and
+    :class:`~agentkit.NotApplied` (the handler's word that nothing took effect). A handler
+    that raises after its write landed (a bug reading the response) must not be run again
+    blindly: the status lookup decides, or the outcome is unknown."""
+    if result["ok"]:
+        return False
+    if result["error"] in _UNSURE:
+        return True
+    error = None if attempt is None else attempt.error
+    return isinstance(error, Exception) and not isinstance(error, (InvalidInput, NotApplied))
 
 
 def _late_result(call: Call, attempt: Attempt | None) -> dict[str, Any] | None:

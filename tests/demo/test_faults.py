@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from agentkit import Budget, CallContext, ToolRegistry, ToolRunner, ToolSpec, faults, invoke_tool
+from agentkit import (
+    Budget,
+    CallContext,
+    NotApplied,
+    ToolRegistry,
+    ToolRunner,
+    ToolSpec,
+    faults,
+    invoke_tool,
+)
 from agentkit.boundary.schema import derive_parameters
 
 WAIT = 10.0  # upper bound on every wait for another thread
@@ -324,3 +333,21 @@ def test_each_factory_name_is_its_class(cls):
         assert type(made) is cls and repr(made) == f"<{cls.kind}(lookup) calls=0>"
     finally:
         made.release()
+
+
+def test_deny_is_not_applied_so_a_write_frees_its_key_without_a_lookup():
+    asked = []
+
+    def status(order_id: str, verbose: bool = False) -> None:
+        asked.append(order_id)
+
+    fault = faults.deny(lookup)
+    spec = ToolSpec("tool", "A write that the downstream refuses.", "reversible_write", 1.0, 2,
+                    100, fault, status_lookup=status)
+    runner = ToolRunner(ToolRegistry([spec]), sleep=lambda s: None)
+    first = runner.call("tool", {"order_id": "A1"})
+    assert (first["error"], first["retryable"]) == ("forbidden", False)
+    assert isinstance(faults.Denied("x"), NotApplied)
+    second = runner.call("tool", {"order_id": "A1"})  # the key is free: it runs again
+    assert second["error"] == "forbidden" and not second["replayed"]
+    assert fault.calls == 2 and fault.inner_calls == 0 and asked == []

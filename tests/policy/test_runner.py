@@ -13,6 +13,7 @@ from agentkit import (
     Budget,
     CallContext,
     IdempotencyStore,
+    NotApplied,
     SQLiteIdempotencyStore,
     ToolRegistry,
     ToolRunner,
@@ -348,13 +349,13 @@ def test_the_default_key_names_task_tool_and_arguments():
     assert ledger.calls == 2
 
 
-def test_a_failed_write_leaves_the_key_free(counted):
+def test_a_write_that_says_not_applied_leaves_the_key_free(counted):
     state = {"n": 0}
 
     def fail_first(key: str, value: str) -> str:
         state["n"] += 1
         if state["n"] == 1:
-            raise ValueError("validation failed downstream")
+            raise NotApplied("validation failed downstream")
         return "saved"
 
     handler = counted(fail_first)

@@ -27,6 +27,7 @@ from agentkit import (
     ErrorCode,
     IdempotencyStore,
     InvalidInput,
+    NotApplied,
     PostgresIdempotencyStore,
     SQLiteIdempotencyStore,
     ToolRegistry,
@@ -141,6 +142,8 @@ def use_the_api() -> None:
         assert wrong["error"] == ErrorCode.INVALID_ARGUMENTS and isinstance(wrong["detail"], str)
         error: InvalidInput = InvalidInput("a message")
         assert_type(error.detail, str)
+        declined: Exception = NotApplied("the card was declined")  # nothing took effect
+        assert isinstance(declined, NotApplied)
 
         budget = Budget(max_attempts=10)
         runner = ToolRunner(registry, budget=budget, context=context, sleep=lambda _s: None)
