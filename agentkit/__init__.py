@@ -24,6 +24,8 @@ import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from agentkit.boundary.call_info import CallInfo
+from agentkit.boundary.concurrency import current_call
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, InvalidInput, NotApplied
 from agentkit.boundary.invoke import ainvoke_tool, invoke_tool
@@ -44,6 +46,7 @@ if TYPE_CHECKING:  # the lazy modules' types (``as`` marks them re-exported, not
 __all__ = [
     "Budget",
     "CallContext",
+    "CallInfo",
     "Effect",
     "ErrorCode",
     "IdempotencyStore",
@@ -55,6 +58,7 @@ __all__ = [
     "ToolRunner",
     "ToolSpec",
     "ainvoke_tool",
+    "current_call",
     "invoke_tool",
     "open_store",
     "set_testing",

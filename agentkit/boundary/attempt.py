@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agentkit.boundary.call_info import CallSource
     from agentkit.boundary.slot import Slot
 
 __all__ = ["Attempt", "DoneFlag"]
@@ -69,13 +70,14 @@ class Attempt:
     """
 
     __slots__ = (
-        "_callbacks", "call_id", "cancelled", "done", "error", "finished_at", "landed_at",
-        "lock", "started", "started_at", "timed_out", "tool", "value",
+        "_callbacks", "about", "call_id", "cancelled", "done", "error", "finished_at",
+        "landed_at", "lock", "started", "started_at", "timed_out", "tool", "value",
     )
 
-    def __init__(self, tool: str, call_id: str) -> None:
+    def __init__(self, tool: str, call_id: str, about: CallSource | None = None) -> None:
         self.tool = tool
         self.call_id = call_id
+        self.about = about  # what it runs for: agentkit.current_call() asks it (call_info.py)
         self.done = DoneFlag()
         self.started = False
         self.cancelled = False  # nothing ran, and nothing will

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 from agentkit.boundary import pace as paces
 from agentkit.boundary import workers
 from agentkit.boundary.attempt import Attempt
+from agentkit.boundary.call_info import CallInfo
 from agentkit.boundary.cancellation import (
     DeadlinePassed,
     HandlerCancelled,
@@ -73,8 +74,8 @@ if TYPE_CHECKING:
 else:
     asyncio = OnFirstUse("asyncio", globals())
 
-__all__ = ["arun_limited", "is_coroutine_handler", "mark_landed", "run_here", "run_limited",
-           "running_attempt"]
+__all__ = ["arun_limited", "current_call", "is_coroutine_handler", "mark_landed", "run_here",
+           "run_limited", "running_attempt"]
 
 # The pool is reached as ``workers.POOL`` (and the caller's loop as ``workers.caller_loop``):
 # CPython 3.11 compiles ``name.method()`` on a name bound by ``from … import`` as an attribute
@@ -85,6 +86,18 @@ __all__ = ["arun_limited", "is_coroutine_handler", "mark_landed", "run_here", "r
 running_attempt: contextvars.ContextVar[Attempt | None] = contextvars.ContextVar(
     "agentkit_attempt", default=None
 )
+
+
+def current_call() -> CallInfo | None:
+    """Inside a handler or a status lookup, the :class:`~agentkit.boundary.call_info.CallInfo`
+    of the call it runs for (its id, task, tool, effect, idempotency key and attempt); None
+    anywhere else. A write forwards ``current_call().idempotency_key`` to a service that
+    deduplicates by it (an ``Idempotency-Key`` header): the key is the same on every attempt,
+    in the lookup and after recovery in another process (docs/design.md#current-call)."""
+    attempt = running_attempt.get()
+    if attempt is None or attempt.about is None:
+        return None
+    return attempt.about.call_info()
 
 
 def mark_landed() -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from agentkit.boundary.attempt import Attempt
 from agentkit.boundary.authorization import authorize
+from agentkit.boundary.call_info import InvokedCall
 from agentkit.boundary.cancellation import HandlerCancelled
 from agentkit.boundary.concurrency import arun_limited, run_here, run_limited
 from agentkit.boundary.context import CallContext
@@ -82,7 +83,8 @@ async def ainvoke_tool(
         # aexecute, one frame less (this is every async call's path).
         slot = entry.slot
         spec = entry.spec
-        attempt = Attempt(spec.name, call_id)
+        attempt = Attempt(spec.name, call_id,
+                          InvokedCall(call_id, context.task_id, spec.name, spec.effect._value_))
         if entry.coroutine and (slot is None or slot.acquire(blocking=False)):
             # The common case: the handler runs right here.
             status = await run_here(spec.handler, checked, attempt, spec.timeout_seconds, slot,
@@ -165,7 +167,9 @@ def _pipeline(
     if refusal is not None:
         return refusal, None
     assert entry is not None and checked is not None
-    return execute(registry, entry, checked, call_id)
+    spec = entry.spec
+    about = InvokedCall(call_id, context.task_id, spec.name, spec.effect._value_)
+    return execute(registry, entry, checked, call_id, Attempt(spec.name, call_id, about))
 
 
 def execute(

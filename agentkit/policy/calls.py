@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from agentkit.boundary.attempt import Attempt
+from agentkit.boundary.call_info import CallInfo
 from agentkit.boundary.errors import ErrorCode, failure
 from agentkit.boundary.registry import RegisteredTool
 from agentkit.boundary.spec import Effect, ToolSpec
@@ -45,15 +46,16 @@ class Call(RunAttempt):
     also the effect that asks for one attempt of itself (``yield call``)."""
 
     __slots__ = ("attempts", "effect", "fingerprint", "key", "number", "observers", "spec",
-                 "started", "tool")
+                 "started", "task_id", "tool")
 
     #: The public operation whose events this call's are (``CallEvent.operation``).
     operation = "call"
 
     def __init__(self, call_id: str, entry: RegisteredTool, arguments: dict[str, Any],
                  observers: Listeners, started: float, key: str = "",
-                 fingerprint: str = "") -> None:
+                 fingerprint: str = "", *, task_id: str = "default") -> None:
         self.call_id = call_id
+        self.task_id = task_id  # the caller's task (CallContext.task_id): current_call() tells it
         self.started = started  # when the call (or the approval's operation) began
         self.entry = entry
         self.arguments = arguments
@@ -67,6 +69,13 @@ class Call(RunAttempt):
         self.number = 0  # steps that tried to run the handler (busy ones included)
         self.attempts = 0  # handler attempts that really started
         self.attempt: Attempt | None = None  # the latest attempt asked for (RunAttempt)
+
+    def call_info(self) -> CallInfo:
+        """What ``agentkit.current_call()`` tells this call's handler or status lookup
+        (:class:`~agentkit.boundary.call_info.CallSource`): in a lookup, ``attempt`` is the
+        number of the attempt it asks about (0 when it settles another process's claim)."""
+        return CallInfo(self.call_id, self.task_id, self.tool, self.effect, self.key or None,
+                        self.number)
 
     def event(self, kind: str, number: int = 0, outcome: str = "", handler_ran: bool = False,
               attempt: Attempt | None = None, approval_id: str = "",
@@ -99,7 +108,7 @@ def one_attempt(call: Call, budget: Budget) -> Steps[tuple[dict[str, Any], Attem
     if observers.live:  # (the trace needs no start event: see Listeners.live)
         observers.emit("attempt_started", call.call_id, call.tool, call.effect, began,
                        call.number, operation=call.operation)
-    call.attempt = Attempt(call.tool, call.call_id)
+    call.attempt = Attempt(call.tool, call.call_id, call)
     try:
         result, attempt = yield call  # a RunAttempt
     except WorkerUnavailable:  # no thread for the handler: nothing ran

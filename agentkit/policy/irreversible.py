@@ -213,7 +213,8 @@ class IrreversibleWrites:
             return refusal, 0.0
         assert entry is not None and checked is not None
         call = ApprovedRun(call_id, entry, checked, listeners, started, record["key"],
-                           record["fingerprint"])
+                           record["fingerprint"],
+                           task_id=str(record.get("task_id", self.context.task_id)))
         prepared.append(call)
         return None, self.writes.lease(call)
 

@@ -136,6 +136,7 @@ class Policy:
                 call.tool = tool
                 call.effect = effect
                 call.key = call.fingerprint = ""
+                call.task_id = self.context.task_id
                 call.number = call.attempts = 0
                 call.attempt = None
                 budget = self.budget
@@ -154,7 +155,7 @@ class Policy:
                     began = started if number == 1 else _monotonic()
                     if live:
                         observers.emit("attempt_started", call_id, tool, effect, began, number)
-                    call.attempt = Attempt(tool, call_id)
+                    call.attempt = Attempt(tool, call_id, call)
                     try:
                         result, attempt = yield call  # a RunAttempt
                     except WorkerUnavailable:  # no thread for the handler: nothing ran
@@ -183,7 +184,8 @@ class Policy:
                 result["replayed"] = False
             else:  # a write: nothing runs without its idempotency key
                 assert entry is not None and checked is not None
-                call = Call(call_id, entry, checked, observers, started)
+                call = Call(call_id, entry, checked, observers, started,
+                            task_id=self.context.task_id)
                 if not self.writes.keys(call):
                     result = finish(failure(ErrorCode.TOOL_FAILURE), 0, False, effect)
                 elif spec.effect is _REVERSIBLE:

@@ -242,7 +242,7 @@ class Writes:
             return "unknown", None
         lookup = spec.status_lookup
         assert lookup is not None
-        probe = Attempt(tool=spec.name, call_id=call.call_id)
+        probe = Attempt(spec.name, call.call_id, call)
         render = renderer(self.registry, spec, call.call_id)
         try:
             status = yield AskLookup(lookup, call.arguments, spec.timeout_seconds, probe,

@@ -23,6 +23,7 @@ import agentkit
 from agentkit import (
     Budget,
     CallContext,
+    CallInfo,
     Effect,
     ErrorCode,
     IdempotencyStore,
@@ -34,6 +35,7 @@ from agentkit import (
     ToolRunner,
     ToolSpec,
     ainvoke_tool,
+    current_call,
     invoke_tool,
     open_store,
     set_testing,
@@ -97,6 +99,15 @@ async def use_the_async_api(
     assert_type(await runner.adeny("no-such-approval"), dict[str, Any])
 
 
+def save_keyed(note: str) -> str:
+    """A write that forwards its idempotency key downstream (an ``Idempotency-Key`` header)."""
+    call: CallInfo | None = current_call()
+    assert call is not None and call.effect == "reversible_write"
+    assert_type(call.idempotency_key, str | None)
+    assert_type(call.attempt, int)
+    return f"saved {note} under {call.idempotency_key}"
+
+
 def read_note(note_id: str) -> str:
     """A read whose handler says "your input was wrong" for an id it does not hold."""
     if note_id != "n-1":
@@ -144,6 +155,12 @@ def use_the_api() -> None:
         assert_type(error.detail, str)
         declined: Exception = NotApplied("the card was declined")  # nothing took effect
         assert isinstance(declined, NotApplied)
+
+        assert current_call() is None  # outside a handler
+        keyed = ToolRegistry([ToolSpec("save_keyed", "Save a note.", "reversible_write", 1.0, 1,
+                                       500, save_keyed)])
+        saved = ToolRunner(keyed, context=context).call("save_keyed", {"note": "n"})
+        assert saved["ok"] and "under t1:save_keyed:" in saved["data"]
 
         budget = Budget(max_attempts=10)
         runner = ToolRunner(registry, budget=budget, context=context, sleep=lambda _s: None)
