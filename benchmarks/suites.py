@@ -567,11 +567,12 @@ class _Keys:
         return f"{self._prefix}-{next(self._numbers)}"
 
 
-def _raw_sqlite(path: str, synchronous: str) -> Callable[[], Any]:
-    """The floor: one INSERT in its own ``BEGIN IMMEDIATE`` transaction (one commit), on a WAL
-    connection of its own to the file at ``path``, at the store's ``synchronous`` level."""
+def _raw_sqlite(path: str, journal_mode: str, synchronous: str) -> Callable[[], Any]:
+    """The floor: one INSERT in its own ``BEGIN IMMEDIATE`` transaction (one commit), on a
+    connection of its own to the file at ``path``, in the store's journal mode and at the
+    ``synchronous`` level of its claims."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA journal_mode = {journal_mode}")
     conn.execute(f"PRAGMA synchronous = {synchronous}")
     conn.execute("CREATE TABLE IF NOT EXISTS t (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     keys = _Keys(f"raw-{synchronous}")
@@ -595,26 +596,32 @@ def _run_once(store: Any, prefix: str, **kwargs: Any) -> Callable[[], Any]:
 
 
 def durable_paths(folder: str) -> list[tuple[str, list[Path]]]:
-    """SQLite (NORMAL and FULL) and the memory store; each sub-group has its raw floor first.
+    """SQLite as the store runs on the linked SQLite, and the memory store; each sub-group
+    has its raw floor first.
 
     The SQLite floor is the plain insert (issue 31): ``BEGIN IMMEDIATE; INSERT; COMMIT``, one
-    commit, on a WAL connection of its own to a file of its own; each level's store has a file
-    of its own too, so no path's checkpoints land in another's samples."""
+    commit, on a connection of its own to a file of its own, in the journal mode the store
+    chose (issue 39: a rollback journal where WAL has the WAL-reset bug) at the level of its
+    claims (every claim is flushed); each store has a file of its own too, so no path's
+    checkpoints land in another's samples. Both run_once rows are the same work now (every
+    claim at FULL): the second shows that ``full_sync`` adds nothing."""
     from agentkit import IdempotencyStore, SQLiteIdempotencyStore
+    from agentkit.policy.stores.sqlite import journal_choice
 
-    def store(level: str) -> Any:
-        return SQLiteIdempotencyStore(os.path.join(folder, f"store-{level}.sqlite"))
+    choice = journal_choice()
+    mode = choice.journal_mode.upper()
 
-    normal = [
-        build("floor: plain SQLite BEGIN IMMEDIATE; INSERT; COMMIT (WAL, synchronous=NORMAL)",
-              lambda: _raw_sqlite(os.path.join(folder, "plain-normal.sqlite"), "NORMAL")),
-        build("agentkit: SQLiteIdempotencyStore.run_once, new key (NORMAL)",
-              lambda: _run_once(store("normal"), "normal"), check=_ok),
-    ]
-    full = [
-        build("floor: plain SQLite BEGIN IMMEDIATE; INSERT; COMMIT (WAL, synchronous=FULL)",
-              lambda: _raw_sqlite(os.path.join(folder, "plain-full.sqlite"), "FULL")),
-        build("agentkit: SQLiteIdempotencyStore.run_once, new key (full_sync=True)",
+    def store(name: str) -> Any:
+        return SQLiteIdempotencyStore(os.path.join(folder, f"store-{name}.sqlite"))
+
+    sqlite = [
+        build(f"floor: plain SQLite BEGIN IMMEDIATE; INSERT; COMMIT ({mode},"
+              f" synchronous={choice.claims})",
+              lambda: _raw_sqlite(os.path.join(folder, "plain.sqlite"), mode, choice.claims)),
+        build(f"agentkit: SQLiteIdempotencyStore.run_once, new key (claim at {choice.claims},"
+              f" result at {choice.results})",
+              lambda: _run_once(store("plain"), "plain"), check=_ok),
+        build("agentkit, full_sync=True: SQLiteIdempotencyStore.run_once, new key",
               lambda: _run_once(store("full"), "full", full_sync=True), check=_ok),
     ]
     memory = [
@@ -622,7 +629,7 @@ def durable_paths(folder: str) -> list[tuple[str, list[Path]]]:
         build("agentkit: IdempotencyStore.run_once, new key (memory)",
               lambda: _run_once(IdempotencyStore(), "memory"), check=_ok),
     ]
-    return [("durable (SQLite, NORMAL)", normal), ("durable (SQLite, FULL)", full),
+    return [(f"durable (SQLite, {mode}, synchronous={choice.claims})", sqlite),
             ("memory store", memory)]
 
 

@@ -87,7 +87,8 @@ class ToolRegistry:
             self._entries[spec.name] = RegisteredTool(
                 spec, validator, slot, is_coroutine_handler(spec.handler),
                 self.redactor if spec.redact else None)
-        if spec.effect is Effect.REVERSIBLE_WRITE and spec.status_lookup is None:
+        if (spec.effect is Effect.REVERSIBLE_WRITE and spec.status_lookup is None
+                and not spec.transactional):  # (the store itself tells whether it committed)
             _warn_no_lookup(given, spec)
         return spec
 

@@ -7,6 +7,7 @@ model sees and the code that runs can never drift apart, and no call can loosen 
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 import math
 import re
@@ -43,7 +44,10 @@ class ToolSpec:
 
     The first seven fields are the chapter's. ``parameters`` left as None is derived from the
     handler's signature when the spec is registered; ``status_lookup`` and ``idempotency_key``
-    matter to writes only (see :mod:`agentkit.policy.runner`).
+    matter to writes only (see :mod:`agentkit.policy.runner`). ``transactional=True`` (a
+    write whose effect lives in the store's own database) runs the handler inside the store's
+    transaction, so that its effect and the key's result commit as one
+    (docs/design.md#transactional-writes).
 
     The spec is made from what a person writes and holds what the boundary reads: ``effect``
     may be given as its plain name (``"read"``) and ``required_scopes`` as any set (or other
@@ -66,6 +70,7 @@ class ToolSpec:
     status_lookup: Callable[..., Any] | None = field(default=None, repr=False)
     idempotency_key: Callable[..., str] | None = field(default=None, repr=False)
     redact: bool = True
+    transactional: bool = False
 
     if TYPE_CHECKING:
         # What the dataclass's generated __init__ accepts, for type checkers only: the fields'
@@ -87,6 +92,7 @@ class ToolSpec:
             status_lookup: Callable[..., Any] | None = None,
             idempotency_key: Callable[..., str] | None = None,
             redact: bool = True,
+            transactional: bool = False,
         ) -> None: ...
 
     def __post_init__(self) -> None:
@@ -129,6 +135,33 @@ class ToolSpec:
                 )
         object.__setattr__(self, "required_scopes", as_scopes(self.required_scopes))
         object.__setattr__(self, "redact", bool(self.redact))
+        if self.transactional is not False:
+            if self.transactional is not True:
+                raise ValueError("transactional must be True or False")
+            if self.effect is Effect.READ:
+                raise ValueError("a read cannot be transactional: only a write's effect commits"
+                                 " with its result")
+            if _is_coroutine_function(self.handler):
+                raise ValueError(
+                    "a transactional tool's handler must be a plain function: it runs on a"
+                    " worker thread inside the store's own transaction"
+                    " (current_call().connection)")
+
+
+def with_handler(spec: ToolSpec, handler: Callable[..., Any]) -> ToolSpec:
+    """A copy of a made ``spec`` with another ``handler``, without checking it again (the
+    policy's wrapper of a transactional tool's handler, per call)."""
+    copy = object.__new__(ToolSpec)
+    copy.__dict__.update(spec.__dict__)
+    object.__setattr__(copy, "handler", handler)
+    return copy
+
+
+def _is_coroutine_function(fn: Any) -> bool:
+    """An ``async def`` (or a partial of one); a sync wrapper of one counts as sync."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return inspect.iscoroutinefunction(fn)
 
 
 def _positive_number(value: Any) -> bool:

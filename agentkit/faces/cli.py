@@ -5,9 +5,10 @@
     python -m agentkit demo              the baseline transcript: the fake model's happy path
     python -m agentkit serve-mcp         serve the demo tools (or --registry yours) over MCP stdio
     python -m agentkit approvals list    the approvals waiting in a workspace (approve ID, deny ID)
-    python -m agentkit approvals approve ID --dbos-workflow WF --dbos-system-database URL
-                                         send the decision to the DBOS workflow that waits for it
-    python -m agentkit keys list         the keys in a store (show KEY, purge, copy --to URL)
+    python -m agentkit approvals approve ID --dbos-system-database URL
+                                         send the decision to the DBOS workflow that owns it
+    python -m agentkit keys list         the keys in a store (show KEY, release KEY, purge,
+                                         copy --to URL)
 
 ``serve-mcp``, ``approvals`` and ``keys`` use the store named by ``--store URL`` (or an SQLite
 path), else the workspace's (``--workspace DIR``), else ``AGENTKIT_STORE``, else the default
@@ -23,7 +24,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from agentkit.boundary.registry import ToolRegistry
@@ -109,11 +110,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--store", metavar="URL", default=None, help=STORE_HELP)
     serve.add_argument("--registry", metavar="MODULE:ATTRIBUTE", default=None, help=REGISTRY_HELP)
     serve.add_argument(
-        "--approvals", choices=["auto", "cli"], default="auto",
-        help=("who settles an irreversible call: 'auto' asks the client's user through an MCP "
-              "elicitation when the client declares it (else the CLI); 'cli' never elicits, "
-              "so only a person running 'agentkit approvals' on this workspace settles it "
-              "(pick it when the client is an agent that could answer by itself)"),
+        "--approvals", choices=["cli", "elicit", "auto"], default="cli",
+        help=("who settles an irreversible call: 'cli' (the default) only a person running "
+              "'agentkit approvals' on this store (or a panel, the desk); 'elicit' also the "
+              "client's user, through an MCP elicitation when the client declares it: that "
+              "trusts the host to show it to a person (an agent client may answer by itself). "
+              "'auto' is the old name of 'elicit' (deprecated)"),
+    )
+    serve.add_argument(
+        "--task-id", metavar="ID", default="mcp",
+        help=("the task of a call whose _meta names none (\"agentkit/task_id\" names a "
+              "conversation's own): default 'mcp', one task for every conversation of the "
+              "host, so the same write asked in two conversations runs once"),
     )
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                        help="the stderr log level (default: INFO)")
@@ -124,9 +132,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="list, approve or deny the irreversible calls waiting in a workspace",
         description=(
             "Settle, as a person, the approvals an MCP client asked for "
-            "(docs/design.md#approvals: the model never approves itself). 'approve' runs the "
-            "call once, here, and keeps its result in the store: the client asking again gets "
-            "it with replayed: true."
+            "(docs/design.md#approvals: the model never approves itself). 'list' shows each "
+            "waiting call with its owner (task, workflow). 'approve' runs the call once, here, "
+            "and keeps its result in the store: the client asking again gets it with "
+            "replayed: true. Exit status 0 decided (or the same decision again), 1 refused "
+            "(an unknown, expired or already contradicted id: the line says which) or the "
+            "approved run failed, 2 the store or the registry cannot be used (a registry "
+            "without the approval's tool leaves it pending)."
         ),
     )
     approvals.add_argument("action", choices=["list", "approve", "deny"])
@@ -139,31 +151,41 @@ def build_parser() -> argparse.ArgumentParser:
                            help=REGISTRY_HELP + f"; needed to approve with --store or ${STORE_ENV}")
     approvals.add_argument(
         "--dbos-workflow", metavar="WORKFLOW_ID", default=None,
-        help=("send the decision to this DBOS workflow, which waits for it "
-              "(agentkit.faces.dbos: tools.wait_for_decision), instead of settling here: the "
-              "workflow's own step then runs the call, or denies it. The approval must be "
-              "pending in the store and belong to that workflow. Needs the 'dbos' extra"))
+        help=("the DBOS workflow the decision goes to (agentkit.faces.dbos: "
+              "tools.wait_for_decision); optional: the approval's record names the workflow "
+              "that owns it, and this must be it. The workflow's own step then runs the call, "
+              "or denies it; nothing is settled here. Needs the 'dbos' extra"))
     approvals.add_argument(
         "--dbos-system-database", metavar="URL", default=None,
-        help=("with --dbos-workflow: DBOS's system database, as in the application's "
-              "config (sqlite:///path or postgresql://...; default: $DBOS_SYSTEM_DATABASE_URL)"))
+        help=("DBOS's system database, as in the application's config (sqlite:///path or "
+              "postgresql://...; default: $DBOS_SYSTEM_DATABASE_URL): a decision on an "
+              "approval a DBOS workflow owns is sent there (without it, refused: exit 2)"))
     approvals.add_argument("--dbos-schema", metavar="NAME", default="dbos",
-                           help="with --dbos-workflow: DBOS's system schema (default: dbos)")
+                           help="with --dbos-system-database: DBOS's system schema (default: dbos)")
+    approvals.add_argument("--json", action="store_true",
+                           help="one JSON document (each approval's status, owner and "
+                                "decision; for approve and deny, the result too), for scripts")
     approvals.set_defaults(run=_approvals)
 
     keys = commands.add_parser(
         "keys",
-        help="list, show, purge or copy the idempotency keys of a store",
+        help="list, show, release, purge or copy the idempotency keys of a store",
         description=(
-            "Look into an existing store (docs/design.md#operating-the-stores): 'list' its "
-            "keys, 'show' one, 'purge' the completed keys and settled approvals past retention "
-            "(never a claim, never a pending approval), 'copy' its keys and approvals into "
-            "another store (--to URL) so that a write asked again there replays instead of "
-            "running again. Plain text, or one JSON document with --json."
+            "Look into an existing agentkit store (docs/design.md#operating-the-stores; a "
+            "file or database without agentkit's tables is refused, and nothing is created "
+            "in it): 'list' its keys, 'show' one, 'release' one stuck claim (only a stale "
+            "one: its lease passed, its owner gone, or its outcome unknown; a live claim, a "
+            "completed or an unknown key is refused), 'purge' the completed keys and settled "
+            "approvals past retention (never a claim, never a pending approval), 'copy' its "
+            "keys and approvals into another store (--to URL) so that a write asked again "
+            "there replays instead of running again (refused while a claim is open or if the "
+            "store changes during the copy: stop the workers first). Plain text, or one JSON "
+            "document with --json. Exit status 0 done, 1 no such key (show), 2 refused or an "
+            "unusable path, URL or store (one line on stderr)."
         ),
     )
-    keys.add_argument("action", choices=["list", "show", "purge", "copy"])
-    keys.add_argument("key", nargs="?", metavar="KEY", help="for show")
+    keys.add_argument("action", choices=["list", "show", "release", "purge", "copy"])
+    keys.add_argument("key", nargs="?", metavar="KEY", help="for show and release")
     keys.add_argument("--store", metavar="URL", default=None,
                       help=STORE_HELP.replace("the store:", "an existing store:"))
     keys.add_argument("--workspace", metavar="DIR", default=None,
@@ -243,12 +265,14 @@ def workspace_runner(
     registry: ToolRegistry | None = None,
     store: str | os.PathLike[str] | None = None,
     create: bool = True,
+    task_id: str = "mcp",
 ) -> ToolRunner:
     """The runner ``serve-mcp`` and ``approvals`` share: ``registry`` (default: the demo tools
     writing into ``WORKSPACE/files``, where the model cannot reach the store or the secret
     beside it), a durable store (default ``WORKSPACE/agentkit.sqlite3``; ``store`` is a URL
-    or an SQLite file's path, see :func:`open_command_store`), and one fixed caller context,
-    so that both commands compute the same keys and approval ids for the same intent.
+    or an SQLite file's path, see :func:`open_command_store`), and one fixed caller context
+    (task ``task_id``, ``serve-mcp --task-id``), so that both commands compute the same keys
+    and approval ids for the same intent.
 
     ``create=False`` (the approvals CLI) opens only what exists: a folder that is not a
     workspace, or a store that is not there, is :class:`UnusableWorkspace`, and nothing is
@@ -266,7 +290,7 @@ def workspace_runner(
     opened, _, folder = open_command_store(root, store, create=create)
     if registry is None:
         registry = make_demo_registry(folder / "files")
-    context = CallContext(task_id="mcp", principal="mcp-host")
+    context = CallContext(task_id=task_id, principal="mcp-host")
     runner = ToolRunner(registry, store=opened, context=context)
     try:  # a store that opens but cannot be read (not ours, damaged) is refused now, not later
         runner.pending_approvals()
@@ -289,16 +313,22 @@ def open_command_store(
 ) -> tuple[OperableStore, str, Path]:
     """The store a command uses, its name as the command shows it, and the folder beside it
     (where the demo tools write): ``store`` (a URL, or an SQLite file's path), else the
-    workspace's ``agentkit.sqlite3``. ``create=False`` opens only an existing SQLite file and
-    refuses ``memory:`` (an empty store of this process). A PostgreSQL store connects on its
-    first call. Raises :class:`UnusableWorkspace` (one line, no password)."""
+    workspace's ``agentkit.sqlite3``. ``create=False`` opens only an existing agentkit store
+    (an SQLite file or a PostgreSQL database without agentkit's tables is refused, and
+    nothing is created in it: :func:`~agentkit.policy.stores.address.open_existing_store`)
+    and refuses ``memory:`` (an empty store of this process). A PostgreSQL store connects on
+    its first call. Raises :class:`UnusableWorkspace` (one line, no password)."""
     from agentkit.policy.stores import (
         SQLiteIdempotencyStore,
         StoreError,
         open_store,
         public_address,
     )
-    from agentkit.policy.stores.address import sqlite_path
+    from agentkit.policy.stores.address import (
+        existing_sqlite_store,
+        open_existing_store,
+        sqlite_path,
+    )
 
     url = os.fspath(store) if store is not None and is_store_url(os.fspath(store)) else None
     if url is None:
@@ -313,7 +343,8 @@ def open_command_store(
         scheme = url.partition(":")[0].lower()
         if scheme == "memory" and not create:
             raise UnusableWorkspace(
-                f"{url}: a memory store lives in one process, so this command would see an"
+                f"{public_address(url)}: a memory store lives in one process, so this command"
+                " would see an"
                 " empty one; give the store's sqlite:/// or postgresql:// URL")
         if scheme == "sqlite":
             try:
@@ -328,7 +359,12 @@ def open_command_store(
         if scheme.startswith("postgres"):
             options = {"connect_timeout_seconds": POSTGRES_CONNECT_TIMEOUT_SECONDS, **options}
     try:
-        opened = SQLiteIdempotencyStore(path, **options) if url is None else open_store(url, **options)
+        if create:  # a runner's store may be new: its tables are made
+            opened = (SQLiteIdempotencyStore(path, **options) if url is None
+                      else open_store(url, **options))
+        else:  # an operator's command: only an agentkit store, and nothing is created
+            opened = (existing_sqlite_store(path, **options) if url is None
+                      else open_existing_store(url, **options))
     except StoreError as exc:
         raise UnusableWorkspace(str(exc)) from None
     except ImportError as exc:
@@ -432,17 +468,26 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     import logging
 
     try:
-        from agentkit.faces.mcp import load_secret, serve_stdio
+        from agentkit.faces.mcp import load_secret, serve_stdio, task_id_problem
     except ImportError as exc:
         print(f"agentkit serve-mcp: needs the 'mcp' extra (pip install 'agentkit[mcp]'): {exc}",
               file=sys.stderr)
         return 2
+    problem = task_id_problem(args.task_id)
+    if problem is not None:
+        print(f"agentkit serve-mcp: --task-id: {problem}", file=sys.stderr)
+        return 2
+    approvals: Literal["cli", "elicit"] = "cli" if args.approvals == "cli" else "elicit"
+    if args.approvals == "auto":
+        print("agentkit serve-mcp: --approvals auto is the old name of --approvals elicit "
+              "(deprecated); approvals are elicited", file=sys.stderr)
     logging.basicConfig(stream=sys.stderr, level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     root = Path(args.workspace or DEFAULT_WORKSPACE).expanduser()
     try:
         registry = load_registry(args.registry) if args.registry else None
-        runner = workspace_runner(root, registry=registry, store=chosen_store(args))
+        runner = workspace_runner(root, registry=registry, store=chosen_store(args),
+                                  task_id=args.task_id)
         secret_path = root / SECRET_NAME
         try:
             secret = load_secret(secret_path)
@@ -453,30 +498,31 @@ def _serve_mcp(args: argparse.Namespace) -> int:
         return 2
     tools = "your tools" if args.registry else "the demo tools"
     logging.getLogger("agentkit").info(
-        "serving %s over stdio; workspace %s; store %s; approvals: %s", tools, root,
+        "serving %s over stdio; workspace %s; store %s; approvals: %s; task id %r (a call's "
+        "_meta \"agentkit/task_id\" names its own)", tools, root,
         getattr(runner.store, "address", None) or getattr(runner.store, "path", "in memory"),
-        args.approvals)
+        approvals, args.task_id)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C in a terminal: a quiet exit
-        asyncio.run(serve_stdio(runner, secret=secret, approvals=args.approvals))
+        asyncio.run(serve_stdio(runner, secret=secret, approvals=approvals))
     return 0
 
 
 def _approvals(args: argparse.Namespace) -> int:
-    import json
-
-    from agentkit.boundary.canonical import approval_text, escape_invisible
+    from agentkit.faces import approvals_command
     from agentkit.policy.stores import StoreError
 
     command = f"agentkit approvals {args.action}"
     if args.action != "list" and not args.approval_id:
         print(f"{command}: give the approval ID", file=sys.stderr)
         return 2
-    if args.dbos_workflow is not None:
+    if args.dbos_workflow is not None or args.dbos_system_database is not None:
         return _to_dbos(args, command)
-    if args.dbos_system_database is not None or args.dbos_schema != "dbos":
-        print(f"{command}: --dbos-system-database and --dbos-schema go with --dbos-workflow",
-              file=sys.stderr)
+    if args.dbos_schema != "dbos":
+        print(f"{command}: --dbos-schema goes with --dbos-system-database", file=sys.stderr)
         return 2
+    routed = _owned_by_a_workflow(args, command)
+    if routed is not None:  # a workflow's approval: its decision goes to the workflow
+        return routed
     store = chosen_store(args)
     if args.action == "approve" and store is not None and args.registry is None:
         given = "--store" if args.store else f"${STORE_ENV}"
@@ -492,35 +538,71 @@ def _approvals(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.action == "list":
-            try:
-                pending = runner.pending_approvals()
-            except StoreError as exc:
-                print(f"{command}: {exc}", file=sys.stderr)
-                return 2
-            if not pending:
-                print("no pending approvals")
-            for record in pending:
-                print(f"{escape_invisible(record['approval_id'])}  {escape_invisible(record['tool'])}"
-                      f"  {approval_text(record['arguments'])}")
-            return 0
-        settle = runner.approve if args.action == "approve" else runner.deny
-        result = settle(args.approval_id)
+            return approvals_command.list_approvals(runner, as_json=args.json, out=sys.stdout)
+        return approvals_command.decide(runner, args.approval_id, args.action, as_json=args.json,
+                                        out=sys.stdout, err=sys.stderr, command=command)
+    except StoreError as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 2
     finally:
         runner.store.close()
-    print(escape_invisible(json.dumps(result, ensure_ascii=False)))
-    return 0 if result.get("ok") or args.action == "deny" and result.get("error") == "forbidden" else 1
+
+
+def _owned_by_a_workflow(args: argparse.Namespace, command: str) -> int | None:
+    """``approve|deny ID`` without ``--dbos-...``: None when no engine workflow owns the
+    approval (or it is decided already: the store path tells), else its exit status. A
+    workflow's approval is decided by the workflow (docs/design.md#approvals): a DBOS one is routed there
+    when ``$DBOS_SYSTEM_DATABASE_URL`` names DBOS's database, else refused (exit 2) with a
+    line that says how to route it; a Temporal one is refused (exit 2): send it a Signal."""
+    from agentkit.boundary.canonical import escape_invisible
+    from agentkit.policy.approvals import PENDING, RUNNING
+    from agentkit.policy.stores import StoreError
+
+    if args.action == "list":
+        return None
+    try:
+        runner = workspace_runner(args.workspace or DEFAULT_WORKSPACE, store=chosen_store(args),
+                                  create=False)
+    except UnusableWorkspace:
+        return None  # the store path says why, in its one line
+    try:
+        record = runner.approvals.get(args.approval_id)
+    except StoreError:
+        return None
+    finally:
+        runner.store.close()
+    owner = record.get("workflow") if record is not None else None
+    if not isinstance(owner, dict) or record is None or record["state"] not in (PENDING, RUNNING):
+        return None
+    shown, wf = escape_invisible(args.approval_id), escape_invisible(str(owner.get("id")))
+    if owner.get("engine") == "dbos":
+        if os.environ.get("DBOS_SYSTEM_DATABASE_URL"):
+            return _to_dbos(args, command)
+        print(f"{command}: approval {shown} belongs to DBOS workflow {wf}: its decision goes to "
+              "that workflow; give --dbos-system-database URL (or set DBOS_SYSTEM_DATABASE_URL) "
+              "to send it there. Nothing was decided", file=sys.stderr)
+        return 2
+    print(f"{command}: approval {shown} belongs to {escape_invisible(str(owner.get('engine')))}"
+          f" workflow {wf}: its decision goes to that workflow (send it the workflow's decision "
+          "Signal); this command cannot reach it. Nothing was decided", file=sys.stderr)
+    return 2
 
 
 def _to_dbos(args: argparse.Namespace, command: str) -> int:
-    """``approve|deny ID --dbos-workflow WF``: check that the approval waits in the store for
-    that workflow, then send the decision to it through DBOS (the call runs, or is denied, as
-    the workflow's own step; nothing runs here)."""
-    from agentkit.boundary.canonical import escape_invisible
+    """``approve|deny ID`` of an approval a DBOS workflow owns (``--dbos-system-database``;
+    ``--dbos-workflow``, when given, must be its owner): check it in the store, keep the
+    first decision there, and send it to the workflow through DBOS (the call runs, or is
+    denied, as the workflow's own step; nothing runs here). A second decision that
+    contradicts the first: exit 1; the same one again: sent again, exit 0; a workflow that
+    ended: the approval is settled forbidden, exit 1; one that cannot be reached now (a
+    cancelled workflow, a bad URL): exit 2, nothing changed (:func:`agentkit.faces.dbos.route_decision`)."""
+    import logging
+
     from agentkit.policy.stores import StoreError
 
-    workflow_id = args.dbos_workflow
     if args.action == "list":
-        print(f"{command}: --dbos-workflow goes with approve or deny", file=sys.stderr)
+        print(f"{command}: --dbos-workflow and --dbos-system-database go with approve or deny",
+              file=sys.stderr)
         return 2
     url = args.dbos_system_database or os.environ.get("DBOS_SYSTEM_DATABASE_URL", "")
     if not url:
@@ -528,50 +610,36 @@ def _to_dbos(args: argparse.Namespace, command: str) -> int:
               "DBOS_SYSTEM_DATABASE_URL)", file=sys.stderr)
         return 2
     try:
-        from agentkit.faces.dbos import DecisionNotSent, deliver_decision
+        from agentkit.faces.dbos import DecisionNotSent, route_decision
     except ImportError as exc:
-        print(f"{command}: --dbos-workflow needs the 'dbos' extra (pip install "
+        print(f"{command}: a DBOS workflow's decision needs the 'dbos' extra (pip install "
               f"'agentkit[dbos]'): {exc}", file=sys.stderr)
         return 2
-    shown = escape_invisible(args.approval_id)
     try:
         runner = workspace_runner(args.workspace or DEFAULT_WORKSPACE, store=chosen_store(args),
                                   create=False)
     except UnusableWorkspace as exc:
         print(f"{command}: {refusal(args, exc)}", file=sys.stderr)
         return 2
-    try:
-        pending = {r["approval_id"]: r for r in runner.pending_approvals()}
-    except StoreError as exc:
-        print(f"{command}: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        runner.store.close()
-    record = pending.get(args.approval_id)
-    if record is None:
-        print(f"{command}: no pending approval {shown} in the store (settled, expired, or "
-              "another store)", file=sys.stderr)
-        return 2
-    if record["task_id"] != workflow_id:
-        print(f"{command}: approval {shown} was asked by workflow "
-              f"{escape_invisible(record['task_id'])}, not {escape_invisible(workflow_id)}",
-              file=sys.stderr)
-        return 2
-    import logging
-
     dbos_log = logging.getLogger("dbos")
     was_disabled, dbos_log.disabled = dbos_log.disabled, True  # its errors: our one line
     try:
-        deliver_decision(url, workflow_id, args.approval_id, args.action == "approve",
-                         dbos_system_schema=args.dbos_schema)
-    except DecisionNotSent as exc:
-        print(f"{command}: {escape_invisible(str(exc))}", file=sys.stderr)
-        return 2
+        status, line = route_decision(
+            runner.approvals, args.approval_id, args.action == "approve",
+            system_database_url=url, workflow_id=args.dbos_workflow,
+            dbos_system_schema=args.dbos_schema)
+    except (DecisionNotSent, StoreError) as exc:
+        status, line = 2, " ".join(str(exc).split())
     finally:
         dbos_log.disabled = was_disabled
-    print(f"sent: {args.action} {shown} to DBOS workflow {escape_invisible(workflow_id)} "
-          "(its own step settles the call)")
-    return 0
+        runner.store.close()
+    if status == 0:
+        print(line)
+    else:
+        from agentkit.boundary.canonical import escape_invisible
+
+        print(f"{command}: {escape_invisible(line)}", file=sys.stderr)
+    return status
 
 
 def _keys(args: argparse.Namespace) -> int:
@@ -580,9 +648,9 @@ def _keys(args: argparse.Namespace) -> int:
 
     command = f"agentkit keys {args.action}"
     misuse = None
-    if args.action == "show" and not args.key:
-        misuse = "give the KEY to show"
-    elif args.action != "show" and args.key:
+    if args.action in ("show", "release") and not args.key:
+        misuse = f"give the KEY to {args.action}"
+    elif args.action not in ("show", "release") and args.key:
         misuse = f"{args.action} takes no KEY (did you mean: keys show KEY?)"
     elif (args.action == "copy") != (args.to is not None):
         misuse = "give --to URL, the store to copy into" if args.action == "copy" else (
@@ -601,6 +669,7 @@ def _keys(args: argparse.Namespace) -> int:
             raise UnusableWorkspace(refusal(args, exc)) from None
         opened.append(source)
         if args.to is not None:
+            source.key_page(None, 1)  # a source that is refused leaves no new target behind
             if not is_store_url(args.to) or args.to.lower().startswith("memory:"):
                 raise UnusableWorkspace(
                     f"--to {public_address(args.to)}: give the store to copy into as a URL"
@@ -613,10 +682,13 @@ def _keys(args: argparse.Namespace) -> int:
             return keys_command.list_keys(source, limit=args.limit, as_json=args.json, out=out)
         if args.action == "show":
             return keys_command.show_key(source, args.key, as_json=args.json, out=out, err=err)
+        if args.action == "release":
+            return keys_command.release_key(source, args.key, as_json=args.json, out=out,
+                                            err=err)
         if args.action == "purge":
             return keys_command.purge_keys(source, as_json=args.json, out=out)
         return keys_command.copy_keys(source, target, source_name=name, target_name=target_name,
-                                      as_json=args.json, out=out)
+                                      as_json=args.json, out=out, err=err)
     except (UnusableWorkspace, StoreError) as exc:
         print(f"{command}: {exc}", file=sys.stderr)
         return 2

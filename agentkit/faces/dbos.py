@@ -4,7 +4,7 @@
     >>> from agentkit.faces.dbos import DurableTools, send_decision
     >>> tools = DurableTools(registry, SQLiteIdempotencyStore("agentkit.sqlite3"))
     >>>
-    >>> @DBOS.workflow()
+    >>> @tools.workflow()  # DBOS.workflow(), and what it leaves pending is settled at its end
     ... def pay(to: str, cents: int) -> dict:
     ...     asked = tools.call("send_payment", {"to": to, "cents": cents})
     ...     if asked.get("error") != "approval_required":
@@ -26,6 +26,15 @@ never a second blind write). DBOS's own retries are off for these steps (agentki
 the only retry policy), and ``call`` never raises for model input: every answer is the result
 dict, which DBOS checkpoints as the step's output.
 
+Only a settled answer is checkpointed. While an earlier run of the same call is still running
+(``in_progress``: another process recovering the same workflow) or nothing could start yet
+(``busy``), the step raises :class:`StillRunning` and DBOS retries it after a pause
+(:attr:`DurableTools.RETRY`); the later attempt replays, or settles by the status lookup. A
+step that checkpointed ``in_progress`` would end its workflow for good with nothing paid. An
+approved payment whose worker died mid-step is settled on recovery at once: its approval and
+its claim name the dead process, which the owner check sees gone (same host), so the status
+lookup decides (the receipt, or it runs once); with no lookup, ``outcome_unknown``.
+
 A person's decision waits durably, with DBOS's own messages: :meth:`DurableTools.wait_for_decision`
 is ``DBOS.recv`` on a topic named for the approval, and :func:`send_decision` (``DBOS.send``,
 or a ``DBOSClient``'s from outside the application) answers it. The wait survives a crash: the
@@ -34,6 +43,16 @@ while no worker runs is received by the one that recovers the workflow. From a t
 ``python -m agentkit approvals approve ID --dbos-workflow WF --dbos-system-database URL`` sends
 it (:func:`deliver_decision`: it checks the workflow first, and creates nothing).
 
+An approval belongs to the workflow that asked (its record's ``workflow``: ``{"engine": "dbos",
+"id": …}``): a decision on it goes to that workflow, and any other runner's ``approve`` or
+``deny`` is refused (``forbidden``; it stays pending), so a cancelled workflow's approval pays
+nothing unless the workflow is resumed and receives the decision. The approvals CLI routes a
+decision by the record (``--dbos-workflow`` may be left out; :func:`route_decision`), and
+refuses a second one that contradicts the first. A workflow decorated with
+:meth:`DurableTools.workflow` settles what it left pending as ``forbidden`` when its function
+returns or raises (not when it is cancelled: it may be resumed); under a plain
+``DBOS.workflow()`` that happens when a decision is routed to the ended workflow.
+
 The workflow id is the business identity of the run (an order, an invoice): a new run under
 the same id replays what the earlier one settled. Importing this module imports DBOS (extra
 ``agentkit[dbos]``).
@@ -41,12 +60,22 @@ the same id replays what the earlier one settled. Importing this module imports 
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import inspect
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar, cast
 
+from agentkit.boundary.canonical import escape_invisible
+from agentkit.boundary.errors import ErrorCode, failure
 from agentkit.boundary.registry import ToolRegistry
-from agentkit.faces.durable import BudgetChoice, WorkflowRunners, call_id
+from agentkit.boundary.spec import Effect
+from agentkit.faces.durable import STILL_RUNNING, BudgetChoice, WorkflowRunners, call_id
 from agentkit.faces.framework import MissingFramework
+from agentkit.policy.approvals import EXPIRED, PENDING, RUNNING, SETTLED, Approvals
+from agentkit.policy.drivers import run_store_steps
+from agentkit.policy.results import finish
 from agentkit.policy.runner import ToolRunner
 
 try:
@@ -58,11 +87,34 @@ except ModuleNotFoundError as missing:  # one clear line in a notebook, not a tr
 __all__ = [
     "DecisionNotSent",
     "DurableTools",
+    "StillRunning",
     "decision_topic",
     "deliver_decision",
+    "route_decision",
     "send_decision",
     "send_decision_async",
 ]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class StillRunning(Exception):
+    """Raised inside a step whose call could not settle yet (``in_progress``: an earlier run
+    of it is still under way; ``busy``: nothing could start): DBOS retries the step, and
+    never checkpoints such an answer as its output. ``result`` is the runner's answer."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__(result)
+        self.result = result
+
+    def __str__(self) -> str:
+        code = self.result.get("error") if isinstance(self.result, dict) else None
+        return (f"agentkit: {code} (an earlier run of this call may still be running, or "
+                "nothing could start; nothing ran in this attempt): DBOS retries the step")
+
+
+def _still_running(error: BaseException) -> bool:
+    return isinstance(error, StillRunning)
 
 #: What the topic of an approval's decision starts with; the approval id follows.
 TOPIC_PREFIX = "agentkit.approval:"
@@ -87,11 +139,60 @@ class DurableTools:
     id). Set ``approval_ttl_seconds`` longer than the longest wait for a person.
     """
 
+    #: How DBOS retries a step that raised :class:`StillRunning` (its ``StepOptions``): the
+    #: pauses grow from ``interval_seconds`` by ``backoff_rate`` (DBOS caps each at an hour),
+    #: so the attempts outlast any claim's lease (after which the status lookup settles it);
+    #: past ``max_attempts`` the step fails with ``DBOSMaxStepRetriesExceeded``.
+    RETRY: ClassVar[Mapping[str, float]] = {"interval_seconds": 0.5, "backoff_rate": 2.0,
+                                            "max_attempts": 16}
+
     def __init__(self, registry: ToolRegistry, store: Any, *, budget: BudgetChoice = None,
                  **runner_options: Any) -> None:
-        self._runners = WorkflowRunners(registry, store, budget, runner_options)
+        self._runners = WorkflowRunners(registry, store, budget, runner_options, engine="dbos")
         self.registry = registry
         self.store = store
+
+    def workflow(self, **dbos_options: Any) -> Callable[[F], F]:
+        """``DBOS.workflow(**dbos_options)`` for a function that uses these tools, which also
+        settles, when the function returns or raises, every approval this workflow left
+        pending as ``forbidden`` (nothing will ever decide them). A cancelled workflow (DBOS
+        raises ``DBOSWorkflowCancelledError``, a ``BaseException``) keeps them: it may be
+        resumed and receive the decision."""
+
+        def decorate(function: F) -> F:
+            if inspect.iscoroutinefunction(function):
+
+                @functools.wraps(function)
+                async def run_async(*args: Any, **kwargs: Any) -> Any:
+                    workflow_id = DBOS.workflow_id
+                    try:
+                        result = await function(*args, **kwargs)
+                    except Exception:
+                        await asyncio.to_thread(self._ended, workflow_id)
+                        raise
+                    await asyncio.to_thread(self._ended, workflow_id)
+                    return result
+
+                return cast(F, DBOS.workflow(**dbos_options)(run_async))
+
+            @functools.wraps(function)
+            def run(*args: Any, **kwargs: Any) -> Any:
+                workflow_id = DBOS.workflow_id
+                try:
+                    result = function(*args, **kwargs)
+                except Exception:
+                    self._ended(workflow_id)
+                    raise
+                self._ended(workflow_id)
+                return result
+
+            return cast(F, DBOS.workflow(**dbos_options)(run))
+
+        return decorate
+
+    def _ended(self, workflow_id: str | None) -> None:
+        if workflow_id is not None:
+            self._runners.close(workflow_id)
 
     @property
     def runner(self) -> ToolRunner:
@@ -157,9 +258,13 @@ class DurableTools:
 
     def _options(self, operation: str, name: Any = None) -> StepOptions:
         # The tool's name, when it is one of the registry's, names the step in DBOS's records.
+        # DBOS retries the step only when it raised StillRunning (nothing ran in it).
         known = isinstance(name, str) and self.registry.get(name) is not None
         return {"name": f"agentkit.{operation}:{name}" if known else f"agentkit.{operation}",
-                "retries_allowed": False}
+                "retries_allowed": True, "should_retry": _still_running,
+                "interval_seconds": float(self.RETRY["interval_seconds"]),
+                "backoff_rate": float(self.RETRY["backoff_rate"]),
+                "max_attempts": int(self.RETRY["max_attempts"])}
 
     def _here(self) -> tuple[ToolRunner, str]:
         workflow_id, step_id = DBOS.workflow_id, DBOS.step_id
@@ -168,27 +273,27 @@ class DurableTools:
 
     def _call(self, name: Any, arguments: Any) -> dict[str, Any]:
         runner, step = self._here()
-        return runner.call(name, arguments, call_id=step)
+        return _settled(runner.call(name, arguments, call_id=step))
 
     async def _acall(self, name: Any, arguments: Any) -> dict[str, Any]:
         runner, step = self._here()
-        return await runner.acall(name, arguments, call_id=step)
+        return _settled(await runner.acall(name, arguments, call_id=step))
 
     def _approve(self, approval_id: Any) -> dict[str, Any]:
         runner, step = self._here()
-        return runner.approve(approval_id, call_id=step)
+        return _settled(runner.approve(approval_id, call_id=step))
 
     async def _aapprove(self, approval_id: Any) -> dict[str, Any]:
         runner, step = self._here()
-        return await runner.aapprove(approval_id, call_id=step)
+        return _settled(await runner.aapprove(approval_id, call_id=step))
 
     def _deny(self, approval_id: Any) -> dict[str, Any]:
         runner, step = self._here()
-        return runner.deny(approval_id, call_id=step)
+        return _settled(runner.deny(approval_id, call_id=step))
 
     async def _adeny(self, approval_id: Any) -> dict[str, Any]:
         runner, step = self._here()
-        return await runner.adeny(approval_id, call_id=step)
+        return _settled(await runner.adeny(approval_id, call_id=step))
 
 
 def send_decision(workflow_id: str, approval_id: str, approved: bool, *,
@@ -226,6 +331,8 @@ class DecisionNotSent(Exception):
 
 #: The workflow states in which a workflow may still receive a decision.
 WAITING_STATES = frozenset({"PENDING", "ENQUEUED", "DELAYED"})
+#: The states of a workflow that has ended for good: what it left pending is settled.
+ENDED_STATES = frozenset({"SUCCESS", "ERROR"})
 
 
 def deliver_decision(system_database_url: str, workflow_id: str, approval_id: str,
@@ -233,37 +340,170 @@ def deliver_decision(system_database_url: str, workflow_id: str, approval_id: st
     """Send a person's decision from a process that is not the DBOS application (the approvals
     CLI): open DBOS's system database with a ``DBOSClient`` (creating nothing: a SQLite file
     must exist), check that the workflow exists and has not ended, then :func:`send_decision`.
-    Anything that stops it is :class:`DecisionNotSent`, one line."""
+    Anything that stops it is :class:`DecisionNotSent`, one line. (:func:`route_decision`
+    also checks the approval in agentkit's store, and refuses a contradicting decision.)"""
+    client = _client(system_database_url, dbos_system_schema)
+    try:
+        status = _status(client, system_database_url, workflow_id)
+        if status not in WAITING_STATES:
+            raise DecisionNotSent(f"DBOS workflow {workflow_id!r} is {status}: nothing waits "
+                                  "for a decision there")
+        _send(client, system_database_url, workflow_id, approval_id, approved)
+    finally:
+        client.destroy()
+
+
+def route_decision(approvals: Approvals, approval_id: str, approved: bool, *,
+                   system_database_url: str, workflow_id: str | None = None,
+                   dbos_system_schema: str = "dbos") -> tuple[int, str]:
+    """A person's decision on ``approval_id``, routed to the DBOS workflow that owns it (the
+    approvals CLI; ``approvals`` is a runner's, on agentkit's store): returns the exit
+    status and one line for the person (0: sent, or the same decision again; 1: refused for
+    good; 2: it cannot be delivered now, nothing changed).
+
+    The owner is read from the record (``workflow``; ``workflow_id``, when given, must be
+    it). The first decision is kept in the record (``decision``, ``decided_at``) before it is
+    sent, so a second that contradicts it is refused (1, "already approved at …") even while
+    no worker runs, and the same decision again is sent again (DBOS keeps one message per
+    approval). A workflow that has ended (SUCCESS, ERROR) never acts on it: the approval is
+    settled ``forbidden`` (1). A cancelled workflow is told nothing and the approval stays
+    pending (2): it pays only if resumed and it then receives a decision. Raises
+    ``StoreError`` (agentkit's store) and :class:`DecisionNotSent` (DBOS's)."""
+    mine = _APPROVED if approved else _DENIED
+    shown = escape_invisible(approval_id)
+    for _ in range(3):  # a record moved by someone else meanwhile is read again
+        record = approvals.get(approval_id)
+        if record is None:
+            return 2, f"no pending approval {shown} in the store (unknown id, or another store)"
+        owner = record.get("workflow")
+        if isinstance(owner, dict):
+            if owner.get("engine") != "dbos":
+                return 2, (f"approval {shown} belongs to {escape_invisible(str(owner.get('engine')))}"
+                           f" workflow {escape_invisible(str(owner.get('id')))}: send the decision "
+                           "to it as that workflow's own message (this command reaches DBOS only)")
+            owner_id = str(owner.get("id"))
+        elif workflow_id is not None:
+            owner_id = str(record.get("task_id"))  # a record from before approvals had owners
+        else:
+            return 2, (f"approval {shown} belongs to no DBOS workflow: decide it in the store "
+                       "(without --dbos-system-database; give --registry)")
+        wf = escape_invisible(owner_id)
+        if workflow_id is not None and workflow_id != owner_id:
+            return 2, (f"approval {shown} was asked by workflow {wf}, "
+                       f"not {escape_invisible(workflow_id)}")
+        decided = _decided_already(record, mine, shown, wf)
+        if decided is not None:
+            return decided
+        first = record.get("decision")
+        client = _client(system_database_url, dbos_system_schema)
+        try:
+            status = _status(client, system_database_url, owner_id)
+            if status in ENDED_STATES:
+                denied = finish(failure(ErrorCode.FORBIDDEN), 0, False,
+                                Effect.IRREVERSIBLE_WRITE.value)
+                if not run_store_steps(approvals.store, approvals.close(record, denied)):
+                    continue
+                return 1, (f"DBOS workflow {wf} has ended ({status}) without a decision on "
+                           f"{shown}: settled forbidden, nothing ran")
+            if status not in WAITING_STATES:
+                return 2, (f"DBOS workflow {wf} is {status}: nothing waits for the decision; "
+                           f"{shown} stays pending (resume the workflow, then decide again)")
+            if first is None and not run_store_steps(approvals.store,
+                                                     approvals.record_decision(record, mine)):
+                continue
+            _send(client, system_database_url, owner_id, approval_id, approved)
+        finally:
+            client.destroy()
+        again = " again" if first == mine else ""
+        return 0, (f"sent{again}: {'approve' if approved else 'deny'} {shown} to DBOS workflow "
+                   f"{wf} (its own step settles the call)")
+    return 2, f"approval {shown} keeps changing under this decision; ask again"
+
+
+_APPROVED, _DENIED = "approved", "denied"
+
+
+def _decided_already(record: dict[str, Any], mine: str, shown: str,
+                     wf: str) -> tuple[int, str] | None:
+    """What a person is told when ``record`` is no longer open to this decision: a replay
+    (0) or a refusal (1), or None when it waits for a decision."""
+    state = record.get("state")
+    if state == EXPIRED:
+        return 1, (f"{shown}: expired at {_when(record.get('expires_at'))} before anyone "
+                   "decided; nothing ran")
+    result = record.get("result") if isinstance(record.get("result"), dict) else None
+    if state == SETTLED and record.get("closed"):
+        return 1, (f"{shown}: settled forbidden when DBOS workflow {wf} ended without a "
+                   "decision; nothing ran")
+    first = record.get("decision")
+    if first is None and state == RUNNING:
+        first = _APPROVED
+    if first is None and state == SETTLED:
+        first = _APPROVED if result is not None and result.get("ok") else None
+    if state == SETTLED and first is None:
+        return 1, f"{shown}: already settled ({_outcome(result)}); there is nothing to decide"
+    if first is None or first == mine and state == PENDING:
+        return None  # pending: send it (again)
+    at = _when(record.get("decided_at"))
+    if first != mine:
+        what = "deny" if mine == _DENIED else "approval"
+        return 1, f"{shown}: already {first} at {at}; a {what} now would contradict it"
+    done = "its run is under way" if state == RUNNING else f"outcome: {_outcome(result)}"
+    return 0, f"{shown}: already {first} at {at} ({done}); nothing sent again"
+
+
+def _outcome(result: dict[str, Any] | None) -> str:
+    if result is None:
+        return "forbidden"
+    return "ok" if result.get("ok") else str(result.get("error"))
+
+
+def _when(seconds: Any) -> str:
+    """A time the store keeps (seconds since the epoch) as UTC ISO 8601, or ``-``."""
+    import datetime
+
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        return "-"
+    try:
+        moment = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return f"{seconds:g}"
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _client(system_database_url: str, dbos_system_schema: str) -> DBOSClient:
+    """A ``DBOSClient`` on an existing system database (a SQLite file must exist)."""
     where = _safe_url(system_database_url)
     if system_database_url.startswith("sqlite"):
         path = system_database_url.split("///", 1)[1] if "///" in system_database_url else ""
         if not path or not Path(path).is_file():
             raise DecisionNotSent(f"{where}: no such DBOS system database (give an existing one)")
     try:
-        client = DBOSClient(system_database_url=system_database_url,
-                            dbos_system_schema=dbos_system_schema, retry_connection_errors=False)
+        return DBOSClient(system_database_url=system_database_url,
+                          dbos_system_schema=dbos_system_schema, retry_connection_errors=False)
     except Exception as exc:
         raise DecisionNotSent(f"{where}: cannot open the DBOS system database "
-                              f"({_reason(exc, system_database_url)})"
-                              ) from None
+                              f"({_reason(exc, system_database_url)})") from None
+
+
+def _status(client: DBOSClient, system_database_url: str, workflow_id: str) -> str:
+    where = _safe_url(system_database_url)
     try:
-        try:
-            status = client.retrieve_workflow(workflow_id).get_status().status
-        except dbos_error.DBOSNonExistentWorkflowError:
-            raise DecisionNotSent(f"no DBOS workflow {workflow_id!r} in {where}") from None
-        except Exception as exc:
-            raise DecisionNotSent(f"{where}: cannot read DBOS workflow {workflow_id!r} "
-                                  f"({_reason(exc, system_database_url)})") from None
-        if status not in WAITING_STATES:
-            raise DecisionNotSent(f"DBOS workflow {workflow_id!r} is {status}: nothing waits "
-                                  "for a decision there")
-        try:
-            send_decision(workflow_id, approval_id, approved, client=client)
-        except Exception as exc:
-            raise DecisionNotSent(f"{where}: the decision was not sent "
-                                  f"({_reason(exc, system_database_url)})") from None
-    finally:
-        client.destroy()
+        return str(client.retrieve_workflow(workflow_id).get_status().status)
+    except dbos_error.DBOSNonExistentWorkflowError:
+        raise DecisionNotSent(f"no DBOS workflow {workflow_id!r} in {where}") from None
+    except Exception as exc:
+        raise DecisionNotSent(f"{where}: cannot read DBOS workflow {workflow_id!r} "
+                              f"({_reason(exc, system_database_url)})") from None
+
+
+def _send(client: DBOSClient, system_database_url: str, workflow_id: str, approval_id: str,
+          approved: bool) -> None:
+    try:
+        send_decision(workflow_id, approval_id, approved, client=client)
+    except Exception as exc:
+        raise DecisionNotSent(f"{_safe_url(system_database_url)}: the decision was not sent "
+                              f"({_reason(exc, system_database_url)})") from None
 
 
 def _safe_url(url: str) -> str:
@@ -297,6 +537,13 @@ def _message(workflow_id: str, approval_id: str, approved: bool) -> tuple[str, s
         raise TypeError(f"approved must be True or False, not {type(approved).__name__}")
     topic = decision_topic(approval_id)
     return topic, f"agentkit.decision:{workflow_id}:{approval_id}"
+
+
+def _settled(result: dict[str, Any]) -> dict[str, Any]:
+    """A step's answer, when it is settled; else :class:`StillRunning`, for DBOS to retry."""
+    if result.get("error") in STILL_RUNNING:
+        raise StillRunning(result)
+    return result
 
 
 def _decision(message: Any) -> bool | None:

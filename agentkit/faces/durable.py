@@ -7,6 +7,11 @@ workflow id, so a call's idempotency key is the same in every attempt, in every 
 after every recovery, and differs between workflows. The workflow id is the business identity
 of the run: a new run under the same id replays what the earlier one settled.
 
+The workflow also owns the approvals its runner opens (each record's ``workflow``:
+``{"engine": …, "id": workflow_id}``): a decision on one goes to that workflow, never to a
+plain runner (docs/design.md#approvals), and when the workflow ends :meth:`WorkflowRunners.close`
+settles what it left pending as ``forbidden``.
+
 This module imports no engine.
 """
 
@@ -21,10 +26,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentkit.boundary.context import CallContext
-from agentkit.boundary.errors import ErrorCode
+from agentkit.boundary.errors import ErrorCode, failure
 from agentkit.boundary.registry import ToolRegistry
+from agentkit.boundary.spec import Effect
 from agentkit.policy.budget import Budget
+from agentkit.policy.drivers import run_store_steps
+from agentkit.policy.results import finish
 from agentkit.policy.runner import ToolRunner
+from agentkit.policy.stores.algorithm import StoreError
 from agentkit.policy.stores.memory import IdempotencyStore
 
 __all__ = ["STILL_RUNNING", "WorkflowRunners", "call_id"]
@@ -55,13 +64,14 @@ class WorkflowRunners:
     memory: a worker that recovers a workflow after a crash starts it with a fresh one.
     ``options`` are :class:`~agentkit.ToolRunner`'s keywords (``sleep``, ``clock``,
     ``approval_ttl_seconds``, ...), checked now; a ``context`` gives the principal and scopes,
-    and its task id is replaced by the workflow id.
+    and its task id is replaced by the workflow id. ``engine`` (``"dbos"``, ``"temporal"``)
+    names the engine whose workflows own the approvals their runners open; None: no owner.
     """
 
     KEEP = 1024
 
     def __init__(self, registry: ToolRegistry, store: Any, budget: BudgetChoice,
-                 options: Mapping[str, Any]) -> None:
+                 options: Mapping[str, Any], *, engine: str | None = None) -> None:
         if not isinstance(registry, ToolRegistry):
             raise TypeError(f"registry must be a ToolRegistry, not {type(registry).__name__}")
         if store is None:
@@ -86,17 +96,19 @@ class WorkflowRunners:
         self._budget = budget
         self._context = context
         self._options = options
+        self.engine = engine
         self._lock = threading.Lock()
         self._runners: OrderedDict[str, ToolRunner] = OrderedDict()
 
-    def get(self, workflow_id: str) -> ToolRunner:
-        """The runner of workflow ``workflow_id`` (task id = the workflow id)."""
+    def get(self, workflow_id: str, *, owned: bool = True) -> ToolRunner:
+        """The runner of workflow ``workflow_id`` (task id = the workflow id); its approvals
+        are the workflow's (``owned``; False for a task that is no engine workflow)."""
         with self._lock:
             runner = self._runners.get(workflow_id)
             if runner is not None:
                 self._runners.move_to_end(workflow_id)
                 return runner
-        runner = self._make(workflow_id)
+        runner = self._make(workflow_id, owned)
         with self._lock:
             known = self._runners.setdefault(workflow_id, runner)
             self._runners.move_to_end(workflow_id)
@@ -104,10 +116,35 @@ class WorkflowRunners:
                 self._runners.popitem(last=False)
         return known
 
-    def _make(self, workflow_id: str) -> ToolRunner:
+    def close(self, workflow_id: str) -> list[str]:
+        """Workflow ``workflow_id`` ended (its function returned or raised): settle every
+        approval it still has pending as ``forbidden`` (nothing will ever decide them) and
+        return their ids. A store that fails is logged: those stay pending, and a decision
+        routed to the ended workflow settles them (the approvals CLI)."""
+        owner = self.get(workflow_id).approvals.workflow
+        if owner is None:
+            return []
+        denied = finish(failure(ErrorCode.FORBIDDEN), 0, False, Effect.IRREVERSIBLE_WRITE.value)
+        runner = self.get(workflow_id)
+        try:
+            closed: list[str] = run_store_steps(self.store,
+                                                runner.approvals.close_owned(owner, denied))
+        except StoreError as exc:
+            log.error("workflow %s ended; its pending approvals could not be settled: %s",
+                      workflow_id, exc)
+            return []
+        if closed:
+            log.info("workflow %s ended: its pending approvals %s settled forbidden",
+                     workflow_id, ", ".join(closed))
+        return closed
+
+    def _make(self, workflow_id: str, owned: bool) -> ToolRunner:
         budget = self._budget
         if budget is not None and not isinstance(budget, Budget):
             budget = budget(workflow_id)
         context = dataclasses.replace(self._context, task_id=workflow_id)
-        return ToolRunner(self.registry, store=self.store, budget=budget, context=context,
-                          **self._options)
+        runner = ToolRunner(self.registry, store=self.store, budget=budget, context=context,
+                            **self._options)
+        if owned and self.engine is not None:
+            runner.approvals.workflow = {"engine": self.engine, "id": workflow_id}
+        return runner

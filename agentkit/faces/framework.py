@@ -5,6 +5,16 @@ The faces (:mod:`~agentkit.faces.openai_agents`, :mod:`~agentkit.faces.pydantic_
 ``runner.acall`` and the result dict into what the model reads. This module holds the few
 lines they would otherwise repeat, and imports no framework.
 
+**Each conversation is a task of its own.** An idempotency key is the task id, the tool and
+the arguments' hash, so two conversations that share a task id share their keys: the second
+one's identical refund would replay the first one's receipt (no approval asked, no refund
+made). A face serving several conversations therefore runs each call under
+:func:`task_runner` of its conversation: the runner it was given, with the conversation's
+identity as the task id (LangGraph's ``thread_id``, Pydantic AI's ``conversation_id``, the
+id an Agents SDK host names; the durable engines' faces use the workflow id). A call that
+names no conversation runs under the runner's own task id, which serves one conversation at
+a time.
+
 A face imported without its framework (or engine: the durable faces use it too) raises
 :class:`MissingFramework`: a ``ModuleNotFoundError`` that says what to install, which a notebook
 shows as that one line, never a traceback (a learner whose ``make lab`` left the frameworks out
@@ -13,12 +23,15 @@ meets it in the first cell of notebook 08 or 10).
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 from typing import Any
 
 from agentkit.boundary.errors import ErrorCode, failure
 from agentkit.boundary.schema import MAX_DEPTH
 from agentkit.policy.runner import ToolRunner
+from agentkit.policy.steps import Policy
 
 
 class MissingFramework(ModuleNotFoundError):
@@ -105,3 +118,30 @@ async def run_approved(
     if result.get("error") == ErrorCode.APPROVAL_REQUIRED.value:
         return await runner.aapprove(result["approval_id"], call_id=call_id)
     return result
+
+
+def task_runner(runner: ToolRunner, task_id: Any) -> ToolRunner:
+    """``runner`` for one conversation: the same runner under the task id ``task_id``.
+
+    It shares everything of ``runner`` (registry, store, budget, principal and scopes,
+    backoff, sleeps, clock, approvals, observers and trace: a call through it is told to
+    ``runner``'s observers and kept in ``runner.trace``); only the task id of its context
+    differs, so the conversation's idempotency keys and approvals are its own, and the same
+    conversation finds them again after a restart. ``task_id`` is the host's conversation
+    identity (any value, as its ``str``); None or ``""`` (a host that names no conversation)
+    is ``runner`` itself, whose task id serves one conversation at a time. Cheap (a policy
+    object over the shared parts): made per call, never kept.
+    """
+    if task_id is None:
+        return runner
+    name = task_id if isinstance(task_id, str) else str(task_id)
+    if not name or name == runner.context.task_id:
+        return runner
+    # The runner's policy is its steps over (registry, store, budget, context, backoff,
+    # approvals, observers): the twin's is the same over the conversation's context.
+    policy = runner._policy
+    twin = copy.copy(runner)
+    twin._policy = Policy(policy.registry, policy.store, policy.budget,
+                          dataclasses.replace(policy.context, task_id=name), policy.backoff,
+                          policy.approvals, policy.observers)
+    return twin

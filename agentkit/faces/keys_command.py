@@ -1,10 +1,15 @@
-"""``python -m agentkit keys list|show KEY|purge|copy --to URL``: what a store holds, for an
-operator (docs/design.md#command-line).
+"""``python -m agentkit keys list|show KEY|release KEY|purge|copy --to URL``: what a store
+holds, for an operator (docs/design.md#command-line).
 
 The command line (:mod:`agentkit.faces.cli`) opens the stores and turns every failure to
 open or use one into one line on stderr; this module does the work on open stores and prints
 it: plain text for people, or one JSON document (``--json``) for scripts. Keys and results
 are shown with every invisible or reordering character escaped, as the approvals are.
+
+``release`` clears one stuck claim only if a runner would take it over (stale: its lease
+passed, its owner gone, or marked stale after ``outcome_unknown``); ``copy`` refuses, with
+exit status 2, a copy that could let a write run twice (open claims in the source, a source
+that changed during the copy) or a copy of a store onto itself.
 """
 
 from __future__ import annotations
@@ -15,9 +20,9 @@ from datetime import datetime, timezone
 from typing import IO, Any
 
 from agentkit.boundary.canonical import escape_invisible
-from agentkit.policy.stores.operations import KeyEntry, OperableStore, copy_store
+from agentkit.policy.stores.operations import CopyRefused, KeyEntry, OperableStore, copy_store
 
-__all__ = ["copy_keys", "list_keys", "purge_keys", "retention_text", "show_key"]
+__all__ = ["copy_keys", "list_keys", "purge_keys", "release_key", "retention_text", "show_key"]
 
 
 def list_keys(store: OperableStore, *, limit: int | None, as_json: bool, out: IO[str]) -> int:
@@ -50,7 +55,8 @@ def list_keys(store: OperableStore, *, limit: int | None, as_json: bool, out: IO
         return 0
     summary = f"{shown} key{'s' if shown != 1 else ''}: {completed} completed, {claimed} claimed"
     if stale:
-        summary += f" ({stale} stale: a status lookup or `release` settles them)"
+        summary += (f" ({stale} stale: a status lookup, or `keys release KEY` once you"
+                    " checked, settles them)")
     if more:
         summary += f"; more not shown (--limit {limit})"
     out.write(summary + "\n")
@@ -87,6 +93,35 @@ def show_key(store: OperableStore, key: str, *, as_json: bool, out: IO[str], err
     return 0
 
 
+def release_key(store: OperableStore, key: str, *, as_json: bool, out: IO[str],
+                err: IO[str]) -> int:
+    """Clear ``key``'s stale claim: 0 and one line on ``out``; 2 and one line on ``err``
+    (nothing changed) for a completed key, a key the store does not hold, or a live claim."""
+    done = store.release_stale(key)
+    shown = repr(escape_invisible(key))
+    claim = done.claim
+    owner = "" if claim is None else (
+        f"owner host {escape_invisible(claim.host)}, pid {claim.pid}; lease until"
+        f" {_when(claim.lease_until)}")
+    if done.outcome == "released":
+        assert claim is not None
+        if as_json:
+            out.write(_json({"key": key, "released": True, "host": claim.host, "pid": claim.pid,
+                             "lease_until": claim.lease_until}) + "\n")
+        else:
+            out.write(f"released the stale claim on {shown} ({owner}): the next call asks its"
+                      " status lookup, or runs it\n")
+        return 0
+    why = {
+        "completed": "it is completed, not claimed: nothing to release",
+        "unknown": "no such key in the store",
+        "live": (f"its claim is live ({owner}; the owner may still be writing): release it"
+                 " once it is stale, its lease passed or its owner gone"),
+    }[done.outcome]
+    err.write(f"agentkit keys release: {shown}: {why}\n")
+    return 2
+
+
 def purge_keys(store: OperableStore, *, as_json: bool, out: IO[str]) -> int:
     """Purge what is past the store's retention; returns 0."""
     purged = store.purge_counts()
@@ -106,9 +141,14 @@ def purge_keys(store: OperableStore, *, as_json: bool, out: IO[str]) -> int:
 
 
 def copy_keys(source: OperableStore, target: OperableStore, *, source_name: str,
-              target_name: str, as_json: bool, out: IO[str]) -> int:
-    """Copy what ``target`` does not hold yet; returns 0."""
-    copied = copy_store(source, target)
+              target_name: str, as_json: bool, out: IO[str], err: IO[str]) -> int:
+    """Copy what ``target`` does not hold yet: 0; or 2 and one line on ``err`` when the copy
+    is refused (:class:`~agentkit.policy.stores.operations.CopyRefused`)."""
+    try:
+        copied = copy_store(source, target)
+    except CopyRefused as exc:
+        err.write(f"agentkit keys copy: {source_name}: {exc}\n")
+        return 2
     if as_json:
         out.write(_json({"from": source_name, "to": target_name, "keys": copied.keys,
                          "keys_present": copied.keys_present, "approvals": copied.approvals,
@@ -144,7 +184,7 @@ def _facts(store: OperableStore, entry: KeyEntry, now: float) -> dict[str, Any]:
                              "updated_at": entry.updated_at, "fingerprint": entry.fingerprint}
     if entry.claim is not None:
         facts["lease_until"] = entry.claim.lease_until
-        facts["stale"] = entry.claim.lease_until <= now or store.owner_gone(entry.claim)
+        facts["stale"] = store.claim_is_stale(entry.claim, now)
     return facts
 
 

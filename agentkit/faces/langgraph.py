@@ -10,6 +10,14 @@ execution and error handling are never used, so agentkit's policy is the only on
 model reads a ``ToolMessage``: the result's ``data``, or the JSON text of a failed result with
 ``status="error"`` — a normal tool result, never an exception that stops the graph.
 
+**Each thread is a conversation of its own.** A call runs under the runner's task for its
+graph's ``thread_id`` (:func:`~agentkit.faces.framework.task_runner`: the task id is the
+thread id), so its idempotency keys and approvals are its thread's: two threads asking for the
+same refund each get it, once, and each approval is asked in its own thread; the same thread
+again (a resume, a re-run node, a new process on a durable checkpointer) finds its own. A call
+with no thread (a graph without a checkpointer, a tool invoked on its own) runs under the
+runner's own task id, which serves one conversation at a time.
+
 An irreversible write asks the runner first, as every other face does: an answer that needs
 nobody (a settled approval's result, ``budget_exhausted`` with the budget spent, an
 invalid call) is the model's at once; ``approval_required`` calls
@@ -62,7 +70,7 @@ from typing import Any
 from agentkit.boundary.canonical import canonical_json
 from agentkit.boundary.errors import ErrorCode
 from agentkit.boundary.spec import Effect, ToolSpec
-from agentkit.faces.framework import MissingFramework, model_text
+from agentkit.faces.framework import MissingFramework, model_text, task_runner
 from agentkit.policy.runner import ToolRunner
 
 try:
@@ -92,7 +100,8 @@ def tool_node(runner: ToolRunner, *, name: str = "tools") -> ToolNode:
              execute: Callable[[ToolCallRequest], ToolMessage | Command[Any]]) -> ToolMessage:
         call = request.tool_call
         tool, call_id = call["name"], call.get("id")
-        result = runner.call(tool, call["args"], call_id=call_id)
+        task = task_runner(runner, _thread(_config(request)))  # the conversation's own keys
+        result = task.call(tool, call["args"], call_id=call_id)
         if _irreversible(runner, tool):
             asked = _Asked(request, result)
             if result.get("error") == _IN_PROGRESS:
@@ -101,7 +110,7 @@ def tool_node(runner: ToolRunner, *, name: str = "tools") -> ToolNode:
                     result = known.result()
             elif result.get("error") == _APPROVAL_REQUIRED:
                 answer = _run().answer(asked, _AskLog(runner.store, asked.task))
-                result = _settle(runner, settlements, asked, answer).result()
+                result = _settle(task, settlements, asked, answer).result()
         return _message(result, tool, call_id)
 
     async def awrap(
@@ -110,16 +119,17 @@ def tool_node(runner: ToolRunner, *, name: str = "tools") -> ToolNode:
     ) -> ToolMessage:
         call = request.tool_call
         tool, call_id = call["name"], call.get("id")
+        task = task_runner(runner, _thread(_config(request)))  # the conversation's own keys
         node = _run()
         with node.one_call():  # the run ends only once every call of it has ended
             if not _irreversible(runner, tool):
-                result = await runner.acall(tool, call["args"], call_id=call_id)
+                result = await task.acall(tool, call["args"], call_id=call_id)
                 return _message(result, tool, call_id)
             # The node's irreversible calls decide in turn, and each keeps its turn until it
             # is settled (as on the sync path): the next one decides, and may stop the run on
             # its question, only once this one's approved write has landed and been recorded.
             async with node.in_model_order():
-                result = await runner.acall(tool, call["args"], call_id=call_id)
+                result = await task.acall(tool, call["args"], call_id=call_id)
                 asked = _Asked(request, result)
                 settling: Future[dict[str, Any]] | None = None
                 if result.get("error") == _IN_PROGRESS:
@@ -127,7 +137,7 @@ def tool_node(runner: ToolRunner, *, name: str = "tools") -> ToolNode:
                 elif result.get("error") == _APPROVAL_REQUIRED:
                     book = _AskLog(runner.store, asked.task)
                     answer = await node.aanswer(asked, book)
-                    settling = _settle(runner, settlements, asked, answer)
+                    settling = _settle(task, settlements, asked, answer)
                 if settling is not None:
                     # asyncio.wrap_future cannot cancel it: a running settlement is never
                     # cancelled (a cancelled wait gives up its turn, not the write)
@@ -141,23 +151,39 @@ def tool_node(runner: ToolRunner, *, name: str = "tools") -> ToolNode:
 def tools(runner: ToolRunner) -> list[BaseTool]:
     """The registry's tools as LangChain tools (name, description, JSON Schema), each calling
     the runner: bound to a chat model they describe the tools; invoked outside the node an
-    irreversible write only answers ``approval_required`` (nobody approved it)."""
+    irreversible write only answers ``approval_required`` (nobody approved it). Invoked in a
+    graph, a call runs under its thread's task id, as the node's do."""
     return [_tool(runner, spec) for spec in runner.registry]
 
 
 def _tool(runner: ToolRunner, spec: ToolSpec) -> BaseTool:
     name = spec.name
 
+    # LangChain runs a tool with its config (the graph's, with the thread) as the current one
     def run(**arguments: Any) -> str:
-        return model_text(runner.call(name, arguments))
+        return model_text(task_runner(runner, _thread(ensure_config())).call(name, arguments))
 
     async def arun(**arguments: Any) -> str:
-        return model_text(await runner.acall(name, arguments))
+        task = task_runner(runner, _thread(ensure_config()))
+        return model_text(await task.acall(name, arguments))
 
     return StructuredTool.from_function(
         func=run, coroutine=arun, name=name, description=spec.description,
         args_schema=dict(spec.parameters or {}),
     )
+
+
+def _config(request: ToolCallRequest) -> RunnableConfig:
+    """The graph's config of this tool call (empty outside a graph)."""
+    runtime = request.runtime
+    return (runtime.config if runtime is not None else None) or {}
+
+
+def _thread(config: RunnableConfig) -> Any:
+    """The conversation a call belongs to: LangGraph's ``thread_id`` (None without one: a
+    graph with no checkpointer, or a tool invoked on its own)."""
+    configurable = config.get("configurable") or {}
+    return configurable.get("thread_id")
 
 
 def _irreversible(runner: ToolRunner, tool: Any) -> bool:
@@ -230,8 +256,7 @@ class _Asked:
 
     def __init__(self, request: ToolCallRequest, result: dict[str, Any]) -> None:
         call = request.tool_call
-        runtime = request.runtime
-        configurable = (runtime.config or {}).get("configurable", {}) if runtime else {}
+        configurable = _config(request).get("configurable") or {}
         # the node's task: its conversation and its checkpoint namespace ("tools:<task id>")
         self.task = (str(configurable.get("thread_id", "")),
                      str(configurable.get("checkpoint_ns", "")))

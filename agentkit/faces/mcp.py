@@ -13,14 +13,22 @@ idempotency, budget and approvals as the notebooks:
   as its text. Nothing a client sends produces a stack trace or a JSON-RPC internal error.
 
 Approvals: the model never approves itself. No tool, method or argument settles an approval.
-When the client declares the *elicitation* capability, an irreversible call is answered with an
-elicitation the host shows its user ("Approve send_message …?"): on protocol 2026-07-28 as an
-``InputRequiredResult`` (SEP-2322) whose ``request_state`` is sealed with an HMAC (a secret kept
-in the workspace) over the exact tool, arguments and approval id; on older protocols as an
-``elicitation/create`` request within the call. Accept runs the write once; decline or cancel
-settles it ``forbidden``. Without elicitation the call returns ``approval_required`` with its
+By default (``approvals="cli"``) an irreversible call returns ``approval_required`` with its
 id, and a person settles it out of band (``python -m agentkit approvals approve ID``); asking
-again with the same intent then returns the settled result, ``replayed: true``.
+again with the same intent then returns the settled result, ``replayed: true``. With
+``approvals="elicit"``, when the client declares the *elicitation* capability, an
+irreversible call is answered with an elicitation the host shows its user ("Approve
+send_message …?"): on protocol 2026-07-28 as an ``InputRequiredResult`` (SEP-2322) whose
+``request_state`` is sealed with an HMAC (a secret kept in the workspace) over the exact
+tool, arguments and approval id; on older protocols as an ``elicitation/create`` request
+within the call. Accept runs the write once; decline or cancel settles it ``forbidden``. That
+trusts the host to show the question to a person: an agent client may answer by itself.
+
+Conversations: a call runs under the task id its ``_meta`` names (``"agentkit/task_id"``,
+:data:`TASK_META`), with its own keys and approvals, else under the server runner's own
+(``serve-mcp --task-id``, default ``"mcp"``: one task for every conversation of the host, so
+the same content-addressed write asked in two conversations runs once and the second is
+answered ``replayed``).
 
 Needs the optional extra ``mcp`` (``pip install 'agentkit[mcp]'``).
 """
@@ -30,6 +38,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import dataclasses
 import hashlib
 import hmac
 import io
@@ -38,7 +47,8 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -52,8 +62,9 @@ from agentkit.boundary.errors import ErrorCode, failure
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.policy.runner import ToolRunner
 
-__all__ = ["APPROVAL_INPUT", "WIRE_DEPTH", "RequestStateSeal", "call_result", "load_secret",
-           "make_server", "mcp_tools", "serve_stdio"]
+__all__ = ["APPROVAL_INPUT", "MAX_TASK_ID_CHARS", "TASK_META", "WIRE_DEPTH", "RequestStateSeal",
+           "call_result", "load_secret", "make_server", "mcp_tools", "serve_stdio",
+           "task_id_problem"]
 
 log = logging.getLogger("agentkit")
 
@@ -67,7 +78,27 @@ _STATE_VERSION = "ak1"
 #: instead (``invalid_arguments`` for a ``tools/call``, else a JSON-RPC error).
 WIRE_DEPTH = 128
 
-Approvals = Literal["auto", "cli"]
+#: Who settles an irreversible call: ``"cli"`` a person through another channel (the
+#: approvals CLI, a panel, the desk) only; ``"elicit"`` the client's user through an MCP
+#: elicitation when the client declares it. ``"auto"`` is the old name of ``"elicit"``
+#: (deprecated: a warning is logged).
+Approvals = Literal["cli", "elicit", "auto"]
+
+#: The key of a call's ``_meta`` naming the conversation (task) it belongs to.
+TASK_META = "agentkit/task_id"
+#: The longest task id a call may name.
+MAX_TASK_ID_CHARS = 200
+
+
+def task_id_problem(task_id: Any) -> str | None:
+    """Why ``task_id`` cannot name a task (a short text that never echoes it), else None: it
+    must be a str of 1 to :data:`MAX_TASK_ID_CHARS` printable characters (no control,
+    format or line-breaking character)."""
+    if not isinstance(task_id, str) or not task_id or len(task_id) > MAX_TASK_ID_CHARS:
+        return f"a task id is a string of 1 to {MAX_TASK_ID_CHARS} characters"
+    if not task_id.isprintable():
+        return "a task id holds no control, format or line-breaking character"
+    return None
 
 
 class RequestStateSeal:
@@ -156,32 +187,48 @@ def call_result(result: Mapping[str, Any]) -> types.CallToolResult:
 
 def make_server(
     runner: ToolRunner, *, secret: bytes | None = None, name: str = "agentkit",
-    approvals: Approvals = "auto",
+    approvals: Approvals = "cli", runner_for: Callable[[str], ToolRunner] | None = None,
 ) -> Server[Any]:
     """A low-level MCP server over ``runner``'s registry, applying its policy to every call.
 
     ``secret`` seals the elicitation ``request_state`` (see :class:`RequestStateSeal`); without
-    one a fresh random secret is used, good for this process only. ``approvals``: ``"auto"``
-    asks the client's user through an elicitation when the client declares it; ``"cli"``
-    never elicits (an agent client may answer elicitations by itself), so an irreversible
-    call stays ``approval_required`` until a person settles it with the approvals CLI (or a
-    panel) on the same store, and an elicitation answer a client sends is not taken.
+    one a fresh random secret is used, good for this process only. ``approvals``: ``"cli"``
+    (the default) never elicits, so an irreversible call stays ``approval_required`` until a
+    person settles it with the approvals CLI (or a panel) on the same store, and an
+    elicitation answer a client sends is not taken; ``"elicit"`` asks the client's user
+    through an elicitation when the client declares it, trusting the host to show it to a
+    person (an agent client may answer elicitations by itself). ``"auto"`` is the old name
+    of ``"elicit"``.
+
+    A call whose ``_meta`` names a task (:data:`TASK_META`) runs under that task id: its own
+    keys and approvals. ``runner_for(task_id)`` makes that task's runner (kept for later
+    calls, the last 1,024); by default it is ``runner``'s twin on the same store and budget
+    (so a client cannot escape a budget by naming tasks) with ``CallContext.task_id``
+    replaced, its approval time-to-live and clock kept, and a trace of its own (give
+    ``runner_for`` to add observers, a backoff or a sleep of yours). Calls without one, or
+    naming ``runner``'s own task id, run on ``runner``.
     """
-    return _server(runner, secret=secret, name=name, approvals=approvals, refused={})
+    return _server(runner, secret=secret, name=name, approvals=approvals, refused={},
+                   runner_for=runner_for)
 
 
 def _server(
     runner: ToolRunner, *, secret: bytes | None, name: str, approvals: Approvals,
-    refused: dict[str, str],
+    refused: dict[str, str], runner_for: Callable[[str], ToolRunner] | None = None,
 ) -> Server[Any]:
     """:func:`make_server`; ``refused`` maps the ids of ``tools/call`` requests the stdio
     reader could not read (their arguments were dropped) to the reason: they are answered
     ``invalid_arguments`` with it and run nothing."""
-    if approvals not in ("auto", "cli"):
-        raise ValueError("approvals must be 'auto' or 'cli'")
+    if approvals not in ("cli", "elicit", "auto"):
+        raise ValueError("approvals must be 'cli' or 'elicit'")
+    if approvals == "auto":
+        log.warning("mcp: approvals='auto' is the old name of 'elicit' (the client's user "
+                    "approves through an elicitation); say 'elicit', or 'cli' for a person's "
+                    "channel only")
     seal = RequestStateSeal(secret if secret is not None else secrets.token_bytes(32))
     registry = runner.registry
-    elicit = approvals == "auto"
+    elicit = approvals != "cli"
+    runners = _TaskRunners(runner, runner_for)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -205,9 +252,14 @@ def _server(
             reason = refused.pop(_id_key(ctx.request_id), None)
             if reason is not None:
                 return call_result(failure(ErrorCode.INVALID_ARGUMENTS, detail=reason))
+        task_runner, problem = runners.of(params.meta if params.meta is not None else ctx.meta)
+        if task_runner is None:
+            log.info("mcp: tools/call %r: _meta %s refused: %s", name[:64], TASK_META, problem)
+            return call_result(failure(ErrorCode.INVALID_ARGUMENTS,
+                                       detail=f"_meta {TASK_META}: {problem}"))
         if elicit and (params.request_state is not None or params.input_responses):
-            return await _answered(params, name, arguments)
-        result = await runner.acall(name, arguments)
+            return await _answered(task_runner, params, name, arguments)
+        result = await task_runner.acall(name, arguments)
         if result.get("error") != ErrorCode.APPROVAL_REQUIRED.value:
             return call_result(result)
         approval_id = str(result["approval_id"])
@@ -217,10 +269,11 @@ def _server(
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return _ask(message, seal.seal(approval_id, name, arguments))
         answer = await ctx.session.elicit_form(message, _APPROVAL_SCHEMA, ctx.request_id)
-        return await _settle(approval_id, answer.action)
+        return await _settle(task_runner, approval_id, answer.action)
 
     async def _answered(
-        params: types.CallToolRequestParams, name: str, arguments: dict[str, Any]
+        task_runner: ToolRunner, params: types.CallToolRequestParams, name: str,
+        arguments: dict[str, Any],
     ) -> types.CallToolResult | types.InputRequiredResult:
         """The client's retry carrying the user's answer (SEP-2322)."""
         approval_id = seal.open(params.request_state, name, arguments)
@@ -232,21 +285,23 @@ def _server(
         if not isinstance(answer, types.ElicitResult):  # no answer yet: ask again
             message = _approval_message(name, arguments, approval_id)
             return _ask(message, seal.seal(approval_id, name, arguments))
-        return await _settle(approval_id, answer.action)
+        return await _settle(task_runner, approval_id, answer.action)
 
-    async def _settle(approval_id: str, action: str) -> types.CallToolResult:
+    async def _settle(task_runner: ToolRunner, approval_id: str, action: str) -> types.CallToolResult:
         if action == "accept":
-            return call_result(await runner.aapprove(approval_id))
-        return call_result(await runner.adeny(approval_id))  # decline or cancel
+            return call_result(await task_runner.aapprove(approval_id))
+        return call_result(await task_runner.adeny(approval_id))  # decline or cancel
 
     return Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
 async def serve_stdio(
-    runner: ToolRunner, *, secret: bytes | None = None, approvals: Approvals = "auto"
+    runner: ToolRunner, *, secret: bytes | None = None, approvals: Approvals = "cli",
+    runner_for: Callable[[str], ToolRunner] | None = None,
 ) -> None:
     """Serve ``runner`` over stdin/stdout until the client closes the stream (a coroutine:
-    ``asyncio.run(serve_stdio(runner, secret=load_secret(path)))``).
+    ``asyncio.run(serve_stdio(runner, secret=load_secret(path)))``). ``approvals`` and
+    ``runner_for`` are :func:`make_server`'s.
 
     While it serves, file descriptor 1 points at stderr (the SDK's ``stdio_server``) and
     descriptor 0 at the null device, so a stray ``print`` or ``input`` in a handler cannot
@@ -256,7 +311,8 @@ async def serve_stdio(
     from mcp.server.stdio import stdio_server
 
     refused: dict[str, str] = {}
-    server = _server(runner, secret=secret, name="agentkit", approvals=approvals, refused=refused)
+    server = _server(runner, secret=secret, name="agentkit", approvals=approvals, refused=refused,
+                     runner_for=runner_for)
     async with _stdin_lines(refused) as stdin, stdio_server(stdin=stdin) as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
@@ -400,6 +456,45 @@ def _id_key(request_id: Any) -> str:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+class _TaskRunners:
+    """The runner of each conversation (task id) a call's ``_meta`` names: ``base`` for its
+    own task id and for calls naming none; any other made once by ``make`` (the last
+    :attr:`KEEP` kept; one made again later has the same keys and approvals, which live in
+    the store)."""
+
+    KEEP = 1024
+
+    def __init__(self, base: ToolRunner, make: Callable[[str], ToolRunner] | None) -> None:
+        self.base = base
+        self.make = make if make is not None else self._twin
+        self._runners: OrderedDict[str, ToolRunner] = OrderedDict()
+
+    def of(self, meta: Mapping[str, Any] | None) -> tuple[ToolRunner | None, str | None]:
+        """The runner for a call with this ``_meta``, or None and why its task id is refused."""
+        if not isinstance(meta, Mapping) or TASK_META not in meta:
+            return self.base, None
+        task_id = meta[TASK_META]
+        problem = task_id_problem(task_id)
+        if problem is not None:
+            return None, problem
+        if task_id == self.base.context.task_id:
+            return self.base, None
+        runner = self._runners.get(task_id)
+        if runner is None:  # (one event loop: no other call runs between the get and the set)
+            runner = self._runners[task_id] = self.make(task_id)
+            while len(self._runners) > self.KEEP:
+                self._runners.popitem(last=False)
+        self._runners.move_to_end(task_id)
+        return runner, None
+
+    def _twin(self, task_id: str) -> ToolRunner:
+        base = self.base
+        return ToolRunner(base.registry, store=base.store, budget=base.budget,
+                          context=dataclasses.replace(base.context, task_id=task_id),
+                          approval_ttl_seconds=base.approvals.ttl_seconds,
+                          clock=base.approvals.clock)
 
 _APPROVAL_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 

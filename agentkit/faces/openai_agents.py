@@ -17,10 +17,24 @@ an approval the tool asks agentkit for its approval of exactly these arguments a
 so the write runs once; a rejection sends the model agentkit's ``forbidden``. With the budget
 spent no person is asked: the call answers ``budget_exhausted``. Importing this module imports
 the SDK (extra ``agentkit[openai-agents]``).
+
+**The host names each conversation.** The SDK hands a tool no identity of the conversation it
+serves: a ``Session``'s id stays with the session, a server-side ``conversation_id`` with the
+run, and ``RunConfig.group_id`` is a tracing label ("a chat thread ID" or a process). What
+reaches every tool is the run's ``context``, the host's own object, kept in a ``RunState``
+across interruptions. So the host names the conversation: ``function_tools(runner,
+task_id=lambda ctx: ctx.context.conversation_id)`` (a function of the ``RunContextWrapper``),
+or ``task_id="conversation-7"`` for tools made for one conversation. Each call then runs under
+the runner's task for that conversation (:func:`~agentkit.faces.framework.task_runner`), with
+its own idempotency keys and approvals: two conversations asking for the same refund each get
+it, once; the same conversation again (a resumed ``RunState``, a later turn, another process)
+finds its own. Without ``task_id`` (or where it gives None) every call runs under the runner's
+own task id, which serves one conversation at a time.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from agentkit.boundary.spec import Effect, ToolSpec
@@ -30,6 +44,7 @@ from agentkit.faces.framework import (
     model_text,
     parse_arguments,
     run_approved,
+    task_runner,
 )
 from agentkit.policy.runner import ToolRunner
 
@@ -41,13 +56,25 @@ except ModuleNotFoundError as missing:  # one clear line in a notebook, not a tr
 
 __all__ = ["approve", "function_tools", "reject"]
 
+#: The conversation a call belongs to: a task id, or a function of the run's context that
+#: gives one (None: the runner's own task id).
+TaskId = str | Callable[[RunContextWrapper[Any]], Any] | None
 
-def function_tools(runner: ToolRunner) -> list[Tool]:
+
+def function_tools(runner: ToolRunner, *, task_id: TaskId = None) -> list[Tool]:
     """One ``FunctionTool`` per registered tool: its name, description and JSON Schema.
+
+    ``task_id`` names the conversation each call belongs to (see the module's docs): a str,
+    or a function of the ``RunContextWrapper`` (``lambda ctx: ctx.context.conversation_id``)
+    called for every call; None (or a function that gives None) runs the call under the
+    runner's own task id, which serves one conversation at a time.
 
     Typed as the SDK's own ``list[Tool]``, what ``Agent(tools=...)`` takes (a list is
     invariant: a ``list[FunctionTool]`` would not check there)."""
-    return [_function_tool(runner, spec) for spec in runner.registry]
+    if task_id is not None and not isinstance(task_id, str) and not callable(task_id):
+        raise TypeError("task_id must be a str, a function of the run's context, or None, "
+                        f"not {type(task_id).__name__}")
+    return [_function_tool(runner, spec, task_id) for spec in runner.registry]
 
 
 def approve(state: RunState[Any, Any], item: ToolApprovalItem) -> None:
@@ -60,18 +87,20 @@ def reject(state: RunState[Any, Any], item: ToolApprovalItem) -> None:
     state.reject(item, rejection_message=forbidden_text())
 
 
-def _function_tool(runner: ToolRunner, spec: ToolSpec) -> FunctionTool:
+def _function_tool(runner: ToolRunner, spec: ToolSpec, task_id: TaskId) -> FunctionTool:
     name = spec.name
     irreversible = spec.effect is Effect.IRREVERSIBLE_WRITE
 
     async def invoke(ctx: ToolContext[Any], raw: str) -> str:
         arguments = parse_arguments(raw)
         call_id = ctx.tool_call_id
+        # the conversation's own keys and approvals
+        task = task_runner(runner, task_id(ctx) if callable(task_id) else task_id)
         # Only the SDK's own record of a person's decision settles agentkit's approval: a
         # call the model makes can never approve itself.
         if irreversible and ctx.is_tool_approved(name, call_id) is True:
-            return model_text(await run_approved(runner, name, arguments, call_id))
-        return model_text(await runner.acall(name, arguments, call_id=call_id))
+            return model_text(await run_approved(task, name, arguments, call_id))
+        return model_text(await task.acall(name, arguments, call_id=call_id))
 
     async def needs_approval(ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
         # With the budget spent, no person is asked (the call answers budget_exhausted).

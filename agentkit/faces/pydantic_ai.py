@@ -18,6 +18,18 @@ tool asks agentkit for its approval of exactly these arguments and settles it, s
 once; :func:`denied` sends the model agentkit's ``forbidden``. With the budget spent no person
 is asked: the call answers ``budget_exhausted``. Importing this module imports Pydantic AI
 (extra ``agentkit[pydantic-ai]``).
+
+**Each conversation is a task of its own.** A call runs under the runner's task for its run's
+``RunContext.conversation_id`` (:func:`~agentkit.faces.framework.task_runner`): Pydantic AI's
+own identity of a conversation, the ``conversation_id`` given to ``Agent.run``, else the most
+recent one on ``message_history``, else a new one (inside a durable workflow, one derived from
+the run id). So its idempotency keys and approvals are its own: two conversations asking for
+the same refund each get it, once; a run that continues a conversation (the resume with
+``DeferredToolResults``, a later turn, another process that loads the saved history or passes
+the same ``conversation_id``) finds its own. A run that starts without history and without a
+``conversation_id`` is a new conversation. (A ``RunContext`` without one, made by hand or by
+an older Pydantic AI, runs under the runner's own task id, which serves one conversation at a
+time.)
 """
 
 from __future__ import annotations
@@ -31,6 +43,7 @@ from agentkit.faces.framework import (
     model_text,
     parse_arguments,
     run_approved,
+    task_runner,
 )
 from agentkit.policy.runner import ToolRunner
 
@@ -98,15 +111,17 @@ class AgentkitToolset(AbstractToolset[Any]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> str:
         arguments: Any = tool_args[_RAW] if set(tool_args) == {_RAW} else tool_args
-        spec = self.runner.registry.get(name)
+        # the conversation's own keys and approvals (getattr: an older Pydantic AI names none)
+        runner = task_runner(self.runner, getattr(ctx, "conversation_id", None))
+        spec = runner.registry.get(name)
         if spec is not None and spec.effect is Effect.IRREVERSIBLE_WRITE:
             # Only the host's DeferredToolResults sets tool_call_approved: the model's own
             # call can never approve itself.
             if ctx.tool_call_approved:
-                return model_text(await run_approved(self.runner, name, arguments, ctx.tool_call_id))
-            if self.runner.budget.can_spend(spec.effect):  # spent: nobody is asked
+                return model_text(await run_approved(runner, name, arguments, ctx.tool_call_id))
+            if runner.budget.can_spend(spec.effect):  # spent: nobody is asked
                 raise ApprovalRequired()
-        return model_text(await self.runner.acall(name, arguments, call_id=ctx.tool_call_id))
+        return model_text(await runner.acall(name, arguments, call_id=ctx.tool_call_id))
 
 
 def toolset(runner: ToolRunner, *, id: str | None = None) -> AgentkitToolset:

@@ -18,7 +18,11 @@ its backoff and the later attempt replays the write or settles it by the status 
 the activity a ``start_to_close_timeout`` longer than twice the tool's ``timeout_seconds`` (the
 boundary's worst case), so a live attempt is not timed out by the server.
 
-A person's decision reaches the workflow as a Signal. The workflow (Temporal's sandbox runs it;
+An approval belongs to the workflow that asked (its record's ``workflow``: ``{"engine":
+"temporal", "id": …}``): only that workflow's ``agentkit_approve``/``agentkit_deny`` decide it;
+any other runner's ``approve``/``deny`` is refused (``forbidden``; it stays pending), and the
+approvals CLI refuses it (exit 2) and says to signal the workflow. A person's decision reaches
+the workflow as a Signal. The workflow (Temporal's sandbox runs it;
 it never touches agentkit itself, only the activities by name)::
 
     from datetime import timedelta
@@ -99,7 +103,7 @@ class ToolActivities:
 
     def __init__(self, registry: ToolRegistry, store: Any, **runner_options: Any) -> None:
         budget = runner_options.pop("budget", None)
-        self._runners = WorkflowRunners(registry, store, budget, runner_options)
+        self._runners = WorkflowRunners(registry, store, budget, runner_options, engine="temporal")
         self.registry = registry
         self.store = store
 
@@ -131,7 +135,7 @@ class ToolActivities:
         its own id, which its retries keep."""
         info = activity.info()
         if info.workflow_id is None:
-            return self._runners.get(f"activity:{info.activity_id}"), info.activity_id
+            return self._runners.get(f"activity:{info.activity_id}", owned=False), info.activity_id
         return self._runners.get(info.workflow_id), call_id(info.workflow_id, info.activity_id)
 
 

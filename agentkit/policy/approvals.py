@@ -12,12 +12,20 @@ States::
     pending ──approve──▶ running ──(the write ran, ok or not)──▶ settled
        │                    ├──(refused, or its approver left, before anything ran)──▶ pending
        │                    └──(its approver left, and it ended in doubt)──▶ running, due
-       ├──deny / the call became invalid──▶ settled (forbidden)
+       ├──deny / the call became invalid / its workflow ended──▶ settled (forbidden)
        └──time-to-live passed──▶ expired
 
 A run whose approver went away (an interrupt, a loop that ended) stays ``running`` while its
 attempt runs, and is settled when the attempt returns (:meth:`Approvals.after_run`); one left
-"due" is recovered by the next approval through the store (the status lookup).
+"due" is recovered by the next approval through the store (the status lookup). A run whose
+approver's process died is due at once: ``running`` records who runs it (host, pid, process
+start time), and it is judged as a claim's owner is (:meth:`Approvals.runner_gone`), not only
+by its lease.
+
+An approval has an owner: the task that asked and, under an engine face, its workflow
+(``workflow``: ``{"engine": "dbos"|"temporal", "id": …}``). Only that workflow's runner
+decides it (:meth:`Approvals.owns`); when the workflow ends, what it left pending is settled
+``forbidden`` (:meth:`Approvals.close_owned`).
 
 Every move is a compare-and-swap on the record's state in the store, so two approvers (or an
 approver and a denier) racing on one id cannot both win; opening is one atomic
@@ -40,6 +48,7 @@ from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, failure
 from agentkit.policy.drivers import run_store_steps
 from agentkit.policy.effects import Steps, StoreStep
+from agentkit.policy.stores.owner import owner_gone, this_host, this_process
 
 PENDING, RUNNING, SETTLED, EXPIRED = "pending", "running", "settled", "expired"
 
@@ -49,6 +58,10 @@ ANSWER = "answer"  # answer ``result`` at once; nothing runs
 REPLAY = "replay"  # the approval was settled before: ``result`` is what happened then
 REFUSED = "refused"  # the call may not run any more (the tool or the caller's rights changed)
 DENIED = "denied"  # this deny settled the approval
+
+#: A person's decision, kept in the record (``decision``, with ``decided_at``, the clock's
+#: time) once it took effect: the CLI refuses a second decision that contradicts it.
+APPROVED_DECISION, DENIED_DECISION = "approved", "denied"
 
 #: The fields of a record a person is shown (panels, the CLI, ``pending_approvals()``).
 PUBLIC_FIELDS = ("approval_id", "tool", "arguments", "task_id", "principal")
@@ -89,6 +102,12 @@ class Approvals:
         self.store = store
         self.ttl_seconds = ttl_seconds
         self.clock = clock
+        #: The engine workflow that owns the approvals this runner opens (``{"engine": "dbos"
+        #: | "temporal", "id": workflow_id}``), set by an engine face on its workflow's
+        #: runner; None for a runner of no workflow. A decision on an approval a workflow
+        #: owns goes to that workflow: only its own runner may take it (:meth:`owns`).
+        self.workflow: dict[str, str] | None = None
+        self._host = this_host()
 
     # ---------------------------------------------------------------- opening and reading
 
@@ -112,6 +131,7 @@ class Approvals:
                 "tool": tool,
                 "arguments": arguments,
                 "task_id": context.task_id,
+                "workflow": self.workflow,
                 "principal": context.principal,
                 "state": PENDING,
                 "expires_at": self.clock() + self.ttl_seconds,
@@ -159,9 +179,12 @@ class Approvals:
         """A person approved: decide whether the call runs now.
 
         Only the approver that moves the record from ``pending`` to ``running`` gets RUN;
-        the others get ``in_progress`` until it settles. A record left ``running`` past its
-        lease (its approver died) is RUN again by whoever asks: the caller runs it through the
-        idempotency store, whose claim and status lookup make sure it never simply runs twice.
+        the others get ``in_progress`` until it settles. A record left ``running`` whose
+        approver died (its lease passed, or, as for a claim, its process is provably gone:
+        same host, pid gone or reused) is RUN again by whoever asks: the caller runs it
+        through the idempotency store, whose claim and status lookup make sure it never
+        simply runs twice. An approval a workflow owns is decided by that workflow's runner
+        only (:meth:`owns`): any other is REFUSED (``forbidden``) and it stays as it is.
         """
         record = yield from self.read(approval_id)
         while True:
@@ -169,21 +192,31 @@ class Approvals:
                 return Step(ANSWER, record, failure(ErrorCode.FORBIDDEN))
             if record["state"] == SETTLED:
                 return Step(REPLAY, record, settled_result(record))
+            if not self.owns(record):
+                return Step(REFUSED, record, failure(ErrorCode.FORBIDDEN))
             refusal, lease = prepare(record)
+            if refusal is not None and refusal.get("error") == ErrorCode.UNKNOWN_TOOL.value:
+                # This runner's registry does not hold the tool (a CLI started without the
+                # server's --registry): it cannot run the call, and that says nothing about
+                # the call. The approval stays as it is, for a runner that can.
+                return Step(REFUSED, record, refusal)
             if refusal is not None:
-                if record["state"] == PENDING and not (yield from self.move(record, SETTLED, refusal)):
+                settled = {**record, "state": SETTLED, "result": refusal, **self._decided(APPROVED_DECISION)}
+                if record["state"] == PENDING and not (yield from self._swap(record, settled)):
                     record = yield from self.read(approval_id)  # moved by someone else meanwhile
                     continue
                 return Step(REFUSED, record, refusal)
             if record["state"] == PENDING:
-                running = {**record, "state": RUNNING, "running_until": self.clock() + lease}
+                running = {**record, "state": RUNNING, "running_until": self.clock() + lease,
+                           "run_by": _this_runner(self._host),
+                           **self._decided(APPROVED_DECISION)}
                 if (yield from self._swap(record, running)):
                     return Step(RUN, running)
                 record = yield from self.read(approval_id)  # somebody else moved it first
                 continue
-            if self.clock() < record.get("running_until", 0):
+            if self.clock() < record.get("running_until", 0) and not self.runner_gone(record):
                 return Step(ANSWER, record, failure(ErrorCode.IN_PROGRESS))
-            return Step(RUN, record)  # running past its lease: recover through the store
+            return Step(RUN, record)  # its approver is gone: recover through the store
 
     def finish(self, record: dict[str, Any], result: dict[str, Any], *, ran: bool) -> Steps[bool]:
         """Record what the approved run did. A run refused before anything ran (no budget, no
@@ -212,11 +245,16 @@ class Approvals:
         return (yield from self.move(record, SETTLED, result))
 
     def deny(self, approval_id: Any, result: dict[str, Any]) -> Steps[Step]:
-        """A person refused: settle a pending approval with ``result`` (``forbidden``)."""
+        """A person refused: settle a pending approval with ``result`` (``forbidden``). An
+        approval a workflow owns is settled by that workflow's runner only: any other is
+        REFUSED (``forbidden``) and the approval stays as it is."""
         record = yield from self.read(approval_id)
+        if record is not None and record["state"] in (PENDING, RUNNING) and not self.owns(record):
+            return Step(REFUSED, record, failure(ErrorCode.FORBIDDEN))
         while record is not None and record["state"] == PENDING:
-            if (yield from self.move(record, SETTLED, result)):
-                return Step(DENIED, {**record, "state": SETTLED, "result": result}, result)
+            denied = {**record, "state": SETTLED, "result": result, **self._decided(DENIED_DECISION)}
+            if (yield from self._swap(record, denied)):
+                return Step(DENIED, denied, result)
             record = yield from self.read(approval_id)
         if record is not None and record["state"] == SETTLED:
             return Step(REPLAY, record, settled_result(record))
@@ -224,14 +262,77 @@ class Approvals:
             return Step(ANSWER, record, failure(ErrorCode.IN_PROGRESS))
         return Step(ANSWER, record, failure(ErrorCode.FORBIDDEN))
 
+    def close_owned(self, workflow: dict[str, str], result: dict[str, Any]) -> Steps[list[str]]:
+        """The workflow ``workflow`` ended (it returned or raised): settle every approval it
+        owns that still waits for a decision with ``result`` (``forbidden``), so nothing is
+        left pending that no one will ever act on. Returns the ids it settled."""
+        closed = []
+        for record in (yield StoreStep("list_approvals", (PENDING,))):
+            while record is not None and record["state"] == PENDING and record.get("workflow") == workflow:
+                if (yield from self.close(record, result)):
+                    closed.append(record["approval_id"])
+                    break
+                record = yield from self.read(record["approval_id"])
+        return closed
+
+    def close(self, record: dict[str, Any], result: dict[str, Any]) -> Steps[bool]:
+        """Settle one pending approval whose workflow ended with ``result`` (``forbidden``),
+        marked ``closed``; a decision sent to the workflow was never acted on, so none is
+        kept. Returns whether it moved (False: it was no longer pending)."""
+        if record["state"] != PENDING:
+            return False
+        ended = {**record, "state": SETTLED, "result": result, "closed": "workflow ended"}
+        ended.pop("decision", None)
+        ended.pop("decided_at", None)
+        return (yield from self._swap(record, ended))
+
+    def record_decision(self, record: dict[str, Any], decision: str) -> Steps[bool]:
+        """Keep a person's decision (``decision``: ``approved`` or ``denied``, and
+        ``decided_at``) on a pending approval whose workflow will act on it (the decision was
+        routed to the workflow, which settles it by its own step): a second decision that
+        contradicts it is then refused. Returns whether it was kept (False: the record moved
+        meanwhile, or already holds a decision)."""
+        if record["state"] != PENDING or record.get("decision") is not None:
+            return False
+        return (yield from self._swap(record, {**record, **self._decided(decision)}))
+
+    def owns(self, record: dict[str, Any]) -> bool:
+        """Whether this runner may decide ``record``: it has no workflow, or it is its
+        workflow's runner (:attr:`workflow`). A decision on a workflow's approval goes to
+        that workflow (``send_decision``, or the CLI), so a cancelled workflow's approval
+        pays nothing unless the workflow is resumed and receives the decision."""
+        owner = record.get("workflow")
+        return owner is None or owner == self.workflow
+
+    def runner_gone(self, record: dict[str, Any]) -> bool:
+        """Whether the process that runs a ``running`` approval is provably gone, judged
+        as a claim's owner is (same host, its pid gone or reused); any doubt is False, and
+        the lease decides."""
+        run_by = record.get("run_by")
+        if not isinstance(run_by, dict):
+            return False
+        host, pid, start_time = run_by.get("host"), run_by.get("pid"), run_by.get("start_time")
+        if not isinstance(host, str) or type(pid) is not int or not (
+                start_time is None or type(start_time) is int):
+            return False
+        return owner_gone(host, pid, start_time, local_host=self._host)
+
     # ---------------------------------------------------------------- moves
 
     def move(self, record: dict[str, Any], state: str, result: dict[str, Any] | None = None) -> Steps[bool]:
-        """Compare-and-swap the record from its current state to ``state``."""
+        """Compare-and-swap the record from its current state to ``state``. Back to
+        ``pending`` (nothing ran), the decision is dropped: the approval waits for one again."""
         new = {**record, "state": state}
         if result is not None:
             new["result"] = result
+        if state == PENDING:
+            new.pop("decision", None)
+            new.pop("decided_at", None)
         return (yield from self._swap(record, new))
+
+    def _decided(self, decision: str) -> dict[str, Any]:
+        """The fields a decision adds to the record: what it was and when."""
+        return {"decision": decision, "decided_at": self.clock()}
 
     def _swap(self, record: dict[str, Any], new: dict[str, Any]) -> Steps[bool]:
         swapped = yield StoreStep("update_approval", (record["approval_id"], record["state"], new))
@@ -243,6 +344,12 @@ class Approvals:
             fresh: dict[str, Any] | None = yield StoreStep("get_approval", (record["approval_id"],))
             return fresh if fresh is not None else {**record, "state": EXPIRED}
         return record
+
+
+def _this_runner(host: str) -> dict[str, Any]:
+    """Who runs an approval that moves to ``running``: as a claim records its owner."""
+    pid, start_time = this_process()
+    return {"host": host, "pid": pid, "start_time": start_time}
 
 
 def settled_result(record: dict[str, Any]) -> dict[str, Any]:

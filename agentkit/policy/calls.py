@@ -45,8 +45,8 @@ class Call(RunAttempt):
     """One call or approved run in progress: what runs, and how many attempts it made. It is
     also the effect that asks for one attempt of itself (``yield call``)."""
 
-    __slots__ = ("attempts", "effect", "fingerprint", "key", "number", "observers", "spec",
-                 "started", "task_id", "tool")
+    __slots__ = ("attempts", "connection", "effect", "fingerprint", "key", "number", "observers",
+                 "spec", "started", "task_id", "tool")
 
     #: The public operation whose events this call's are (``CallEvent.operation``).
     operation = "call"
@@ -56,6 +56,7 @@ class Call(RunAttempt):
                  fingerprint: str = "", *, task_id: str = "default") -> None:
         self.call_id = call_id
         self.task_id = task_id  # the caller's task (CallContext.task_id): current_call() tells it
+        self.connection: Any = None  # a transactional handler's, while it runs (writes.py)
         self.started = started  # when the call (or the approval's operation) began
         self.entry = entry
         self.arguments = arguments
@@ -75,7 +76,7 @@ class Call(RunAttempt):
         (:class:`~agentkit.boundary.call_info.CallSource`): in a lookup, ``attempt`` is the
         number of the attempt it asks about (0 when it settles another process's claim)."""
         return CallInfo(self.call_id, self.task_id, self.tool, self.effect, self.key or None,
-                        self.number)
+                        self.number, self.connection)
 
     def event(self, kind: str, number: int = 0, outcome: str = "", handler_ran: bool = False,
               attempt: Attempt | None = None, approval_id: str = "",

@@ -226,6 +226,7 @@ class IrreversibleWrites:
             recover=self.writes.recoverer(call), full_sync=True, keep_unknown_live=True,
             interrupted=self.writes.interrupted(
                 call, full_sync=True, then=lambda late: self._settle_late(record, late)),
+            completes_itself=call.spec.transactional,
         )
         if result.get("replayed"):
             call.event("replay", outcome=outcome(result))

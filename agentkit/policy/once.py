@@ -58,6 +58,7 @@ def once(
     keep_unknown_live: bool = False,
     on_claim: Callable[[str], None] | None = None,
     interrupted: Callable[[Claim], Steps[bool]] | None = None,
+    completes_itself: bool = False,
 ) -> Steps[Result]:
     """The store's claim → run → complete, with recovery (docs/design.md#stores): ``run`` at
     most once per key. Each store step is one atomic section of the store (interface B).
@@ -70,7 +71,9 @@ def once(
     claim held by a running attempt is never stale); without ``interrupted`` the claim is
     kept and marked stale for the lookup to settle. The exception then goes on. With
     ``keep_unknown_live`` an ``outcome_unknown`` run keeps its claim live in this process
-    until its attempt hands it back (``store.abandon``).
+    until its attempt hands it back (``store.abandon``). With ``completes_itself`` an ok run
+    has completed the key already, in its own transaction (a transactional write): nothing
+    more is written.
     """
     if not isinstance(key, str):
         raise TypeError("key must be a str")
@@ -101,7 +104,7 @@ def once(
             if outcome is not None:
                 return outcome
         try:
-            result = yield from _run(key, mine, run, full_sync)
+            result = yield from _run(key, mine, run, full_sync, completes_itself)
         except (GeneratorExit, Exception):
             raise
         except BaseException:  # the caller went away mid-run: the outcome is unknown
@@ -146,7 +149,8 @@ def _recover(key: str, mine: Claim, recover: Callable[[], Steps[Result | None]],
     return receipt
 
 
-def _run(key: str, mine: Claim, run: Callable[[Claim], Steps[Result]], full_sync: bool) -> Steps[Result]:
+def _run(key: str, mine: Claim, run: Callable[[Claim], Steps[Result]], full_sync: bool,
+         completes_itself: bool = False) -> Steps[Result]:
     try:
         result = yield from run(mine)
     except GeneratorExit:
@@ -155,6 +159,8 @@ def _run(key: str, mine: Claim, run: Callable[[Claim], Steps[Result]], full_sync
         yield from _quietly(StoreStep("drop", (key, mine)), key, "the claim stays until its lease")
         raise
     if is_ok(result):
+        if completes_itself:
+            return result
         try:
             yield StoreStep("complete", (key, mine, result, full_sync))
         except StoreError as exc:

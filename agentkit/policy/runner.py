@@ -27,6 +27,7 @@ from agentkit.policy.events import CallEvent, Observers
 from agentkit.policy.steps import Policy
 from agentkit.policy.stores import IdempotencyStore
 from agentkit.policy.trace import DEFAULT_MAX_RECORDS, Trace
+from agentkit.policy.writes import refuse_transactional
 
 
 class ToolRunner:
@@ -55,6 +56,7 @@ class ToolRunner:
         asleep: Callable[[float], Awaitable[Any]] | None = None,
     ) -> None:
         store = store if store is not None else IdempotencyStore()
+        refuse_transactional(registry, store)
         self.trace = Trace(max_trace_records)
         self._observers = Observers(first=self.trace.note)
         self._policy = Policy(

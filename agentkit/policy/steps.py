@@ -137,6 +137,7 @@ class Policy:
                 call.effect = effect
                 call.key = call.fingerprint = ""
                 call.task_id = self.context.task_id
+                call.connection = None
                 call.number = call.attempts = 0
                 call.attempt = None
                 budget = self.budget

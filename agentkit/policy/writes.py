@@ -26,6 +26,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -34,8 +35,8 @@ from agentkit.boundary.canonical import canonical_json, intent_json
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, InvalidInput, NotApplied, failure
 from agentkit.boundary.invoke import conclude, renderer
-from agentkit.boundary.registry import ToolRegistry
-from agentkit.boundary.spec import Effect
+from agentkit.boundary.registry import RegisteredTool, ToolRegistry
+from agentkit.boundary.spec import Effect, with_handler
 from agentkit.boundary.workers import WorkerUnavailable
 from agentkit.policy.backoff import Backoff
 from agentkit.policy.budget import Budget
@@ -45,7 +46,7 @@ from agentkit.policy.once import once
 from agentkit.policy.results import finish, outcome
 from agentkit.policy.stores.algorithm import Claim, Result, StoreError, let_go
 
-__all__ = ["Writes", "in_doubt"]
+__all__ = ["Writes", "in_doubt", "refuse_transactional"]
 
 log = logging.getLogger("agentkit")
 
@@ -73,6 +74,12 @@ class Writes:
         …}``). False, logged and told as ``refused``, when the tool's ``idempotency_key``
         raised: nothing may run without a key."""
         spec = call.spec
+        if spec.transactional and not getattr(self.store, "holds_effects", False):
+            # (the runner refused this when it was made: the tool joined the registry later)
+            log.error("%s %s: transactional, but %s cannot commit a handler's effect with its"
+                      " result", call.call_id, spec.name, type(self.store).__name__)
+            call.event("refused", outcome=ErrorCode.TOOL_FAILURE.value)
+            return False
         try:
             text = intent_json(call.arguments)  # numbers equal in value: one intent
             if spec.idempotency_key is not None:
@@ -93,7 +100,7 @@ class Writes:
             self.store, call.key, call.fingerprint, self.lease(call),
             run=lambda mine: self.attempts(call, mine),
             recover=self.recoverer(call), keep_unknown_live=True,
-            interrupted=self.interrupted(call),
+            interrupted=self.interrupted(call), completes_itself=call.spec.transactional,
         )
         replayed = bool(result.get("replayed"))
         if replayed:
@@ -106,6 +113,8 @@ class Writes:
     def attempts(self, call: Call, mine: Claim) -> Steps[dict[str, Any]]:
         """Inside the key's claim: attempt, and after any doubt ask before acting again."""
         spec = call.spec
+        if spec.transactional:
+            call.entry = self._in_transaction(call, mine)
         max_attempts = spec.max_attempts
         for number in range(1, max_attempts + 1):
             result, attempt = yield from one_attempt(call, self.budget)
@@ -119,14 +128,18 @@ class Writes:
                 return result
             if not in_doubt(result, attempt):
                 return result
-            if spec.status_lookup is None:
+            if spec.transactional:  # the store itself knows: the effect commits with the result
+                returned_before_lookup = not attempt.running
+                status, receipt = yield from self._committed(call)
+            elif spec.status_lookup is None:
                 return (yield from self._unknown(call, mine, attempt))
-            yield Pause(self.backoff.delay(number))
-            # Decided before the lookup starts: a write that lands while the lookup runs would
-            # make its "not done" stale, so "not done" counts only if the attempt had already
-            # returned when the lookup began.
-            returned_before_lookup = not attempt.running
-            status, receipt = yield from self._lookup(call)
+            else:
+                yield Pause(self.backoff.delay(number))
+                # Decided before the lookup starts: a write that lands while the lookup runs
+                # would make its "not done" stale, so "not done" counts only if the attempt had
+                # already returned when the lookup began.
+                returned_before_lookup = not attempt.running
+                status, receipt = yield from self._lookup(call)
             if status == "done":
                 assert receipt is not None
                 return receipt
@@ -142,7 +155,11 @@ class Writes:
         return failure(ErrorCode.TRANSIENT_FAILURE)  # not reached: the loop always returns
 
     def recoverer(self, call: Call) -> Callable[[], Steps[Result | None]] | None:
-        """For a stale claim (its owner died mid-write): the status lookup decides."""
+        """For a stale claim (its owner died mid-write): the status lookup decides. A
+        transactional write's effect commits with its result, so a stale claim with no
+        result is a write that did not happen: it runs."""
+        if call.spec.transactional:
+            return _not_done
         if call.spec.status_lookup is None:
             return None
 
@@ -194,16 +211,21 @@ class Writes:
         caller's own interrupt is on its way out, which nothing may replace."""
         key = call.key
         result = _late_result(call, attempt)
+        step: StoreStep | None
         if result is None or (not result["ok"] and not in_doubt(result, attempt)):
             step = StoreStep("drop", (key, mine))
         elif result["ok"]:
-            step = StoreStep("complete", (key, mine, result, full_sync))
+            # (a transactional write completed its key in its own transaction)
+            step = None if call.spec.transactional else StoreStep(
+                "complete", (key, mine, result, full_sync))
         else:
             step = StoreStep("abandon_claim", (key, mine))
             result = failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
         try:
-            yield step
+            if step is not None:
+                yield step
         except StoreError as exc:  # the claim keeps its lease; the lookup settles it later
+            assert step is not None
             log.error("%s %s: the key %r could not be settled (%s) after its caller went"
                       " away: %s", call.call_id, call.tool, key, step.name, exc)
         finally:
@@ -230,6 +252,43 @@ class Writes:
             # The claim keeps its lease; the next caller waits it out, then asks the lookup.
             log.error("could not mark the claim on key %r stale: %s", call.key, exc)
         return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
+
+    def _in_transaction(self, call: Call, mine: Claim) -> RegisteredTool:
+        """The call's tool with its handler run inside the store's effect transaction
+        (docs/design.md#transactional-writes): under the key's lock, only while this call
+        still holds the claim; ``current_call().connection`` is the transaction's
+        connection; the handler's value, rendered as the model will see it, completes the
+        key in the same transaction, so the effect and the result commit as one. A handler
+        that raises rolls its effect back."""
+        entry, store, key = call.entry, self.store, call.key
+        handler = entry.spec.handler
+        render = renderer(self.registry, entry.spec, call.call_id)
+
+        def in_transaction(**arguments: Any) -> Any:
+            with store.effect_transaction(key, mine.token) as tx:
+                call.connection = tx.connection
+                try:
+                    value = handler(**arguments)
+                finally:
+                    call.connection = None
+                tx.complete(key, mine.token, mine.fingerprint, canonical_json(render(value)))
+            return value
+
+        return replace(entry, spec=with_handler(entry.spec, in_transaction))
+
+    def _committed(self, call: Call) -> Steps[tuple[str, dict[str, Any] | None]]:
+        """A transactional write's status, from the store: its key's result is there exactly
+        when its effect committed (``done`` with that result), else ``not_done``; a store
+        that cannot say, ``unknown``."""
+        try:
+            stored = yield StoreStep("result", (call.key,))
+        except StoreError as exc:
+            log.error("%s %s: the store could not say whether the write committed: %s",
+                      call.call_id, call.tool, exc)
+            return "unknown", None
+        if stored is None:
+            return "not_done", None
+        return ("done", dict(stored)) if stored.get("ok") is True else ("unknown", None)
 
     def _lookup(self, call: Call) -> Steps[tuple[str, dict[str, Any] | None]]:
         """Ask the tool whether the write took effect: ``done`` (with the receipt as an ok
@@ -280,6 +339,25 @@ def in_doubt(result: dict[str, Any], attempt: Attempt | None) -> bool:
         return True
     error = None if attempt is None else attempt.error
     return isinstance(error, Exception) and not isinstance(error, (InvalidInput, NotApplied))
+
+
+def refuse_transactional(registry: ToolRegistry, store: Any) -> None:
+    """``ValueError`` when a tool of ``registry`` is transactional and ``store`` cannot hold
+    a handler's effect in its own transaction (the memory store)."""
+    if getattr(store, "holds_effects", False):
+        return
+    for spec in registry:
+        if spec.transactional:
+            raise ValueError(
+                f"{spec.name} is transactional, and {type(store).__name__} cannot commit a"
+                " handler's effect with its result: use SQLiteIdempotencyStore or"
+                " PostgresIdempotencyStore")
+
+
+def _not_done() -> Steps[Result | None]:
+    """A transactional write's recovery of a stale claim: no result, so it did not commit."""
+    yield from ()
+    return None
 
 
 def _late_result(call: Call, attempt: Attempt | None) -> dict[str, Any] | None:

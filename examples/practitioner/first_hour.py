@@ -196,7 +196,10 @@ async def with_pydantic_ai(runner: ToolRunner, turns: Turns, answer_text: str) -
         return ModelResponse(parts=[TextPart(answer_text)])
 
     agent = Agent(FunctionModel(scripted), toolsets=[toolset(runner)])
-    result = await agent.run("Is T-1 still open? And open a ticket for this request.")
+    # The conversation names the task (its keys and approvals); without one Pydantic AI makes
+    # a new id per run, so a run could never replay the writes of the one before it.
+    result = await agent.run("Is T-1 still open? And open a ticket for this request.",
+                             conversation_id="support")
     read = [part.model_response_str() for message in result.all_messages()
             for part in message.parts if isinstance(part, ToolReturnPart)]
     return [*read, result.output]

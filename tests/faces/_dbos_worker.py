@@ -27,6 +27,13 @@ Scenarios (the crash point of each, in crash mode; in the other modes nothing st
     kit-approval         an irreversible call asks for approval (one step); the worker dies
                          while the workflow waits for a person's decision.
     kit-denial           the same; the person will deny.
+    kit-approve-before-write
+                         an irreversible call asks for approval, the worker itself sends the
+                         person's "yes" (DBOS.send), and dies inside the approve step's handler,
+                         before the payment; the tool has a status lookup (the ledger).
+    kit-approve-after-write
+                         the same, dying after the payment.
+    kit-approve-nolookup the same as before-write, for a tool with no status lookup.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from typing import Any
 from dbos import DBOS, SetWorkflowID
 
 from agentkit import SQLiteIdempotencyStore, ToolRegistry, ToolSpec
-from agentkit.faces.dbos import DurableTools
+from agentkit.faces.dbos import DurableTools, send_decision
 
 MODE, WORK, SYSTEM_DB, SCHEMA, STORE = sys.argv[1:6]
 SCENARIOS = sys.argv[6:]
@@ -49,6 +56,10 @@ WORKDIR = Path(WORK)
 CRASHING = MODE == "crash"
 #: every scenario's crash point, set when reached (crash mode)
 REACHED = {name: threading.Event() for name in SCENARIOS}
+#: the approval each scenario asked for (crash mode), for this worker to approve it itself
+ASKED: dict[str, str] = {}
+ASKED_EVENT = {name: threading.Event() for name in SCENARIOS}
+APPROVED_HERE = ("kit-approve-before-write", "kit-approve-after-write", "kit-approve-nolookup")
 NEVER = threading.Event()
 #: A tool's own time limit, far beyond this process's life: the boundary never gives up on an
 #: attempt before the worker dies (that would be another test).
@@ -91,8 +102,21 @@ def note_saved(name: str, text: str) -> dict[str, str] | None:
 
 def send_payment(to: str, cents: int) -> str:
     """Send a payment."""
+    if to in ("kit-approve-before-write", "kit-approve-nolookup"):
+        crash_point(to)
     ledger(to, "send_payment")
+    if to == "kit-approve-after-write":
+        crash_point(to)
     return f"paid {cents} cents to {to}"
+
+
+def payment_sent(to: str, cents: int) -> str | None:
+    """The status lookup of a payment: the receipt when the ledger has it."""
+    try:
+        lines = (WORKDIR / "ledger").read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return None
+    return f"paid {cents} cents to {to}" if f"{to} send_payment" in lines else None
 
 
 def open_store() -> Any:
@@ -111,6 +135,8 @@ REGISTRY = ToolRegistry([
              200, save_note),
     ToolSpec("send_payment", "Send a payment.", "irreversible_write", TIMEOUT, 1, 200,
              send_payment),
+    ToolSpec("send_checked", "Send a payment (with a status lookup).", "irreversible_write",
+             TIMEOUT, 1, 200, send_payment, status_lookup=payment_sent),
 ])
 TOOLS = DurableTools(REGISTRY, open_store(), sleep=lambda seconds: None)
 
@@ -143,13 +169,17 @@ def through(scenario: str, tool: str) -> dict[str, Any]:
 
 
 @DBOS.workflow()
-def payment(scenario: str) -> dict[str, Any]:
-    asked = TOOLS.call("send_payment", {"to": scenario, "cents": 500})
+def payment(scenario: str, tool: str = "send_payment") -> dict[str, Any]:
+    asked = TOOLS.call(tool, {"to": scenario, "cents": 500})
     if asked.get("error") != "approval_required":
         return {"asked": asked}
     # the worker may die from here on: the approval is in agentkit's store, its id in DBOS's
     # checkpoint of the step above
-    crash_point(scenario, block=False)
+    if scenario in APPROVED_HERE:
+        ASKED[scenario] = asked["approval_id"]
+        ASKED_EVENT[scenario].set()
+    else:
+        crash_point(scenario, block=False)
     decision = TOOLS.wait_for_decision(asked["approval_id"], 60)
     if decision is None:
         return {"asked": asked, "decision": None}
@@ -166,6 +196,9 @@ WORKFLOWS: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "kit-before-write": (through, ("save_note",)),
     "kit-approval": (payment, ()),
     "kit-denial": (payment, ()),
+    "kit-approve-before-write": (payment, ("send_checked",)),
+    "kit-approve-after-write": (payment, ("send_checked",)),
+    "kit-approve-nolookup": (payment, ("send_payment",)),
 }
 
 
@@ -182,6 +215,12 @@ def main() -> None:
             workflow, args = WORKFLOWS[scenario]
             with SetWorkflowID(scenario):
                 DBOS.start_workflow(workflow, scenario, *args)
+        for scenario in SCENARIOS:  # a person says yes while this worker runs
+            if scenario in APPROVED_HERE:
+                if not ASKED_EVENT[scenario].wait(60):
+                    print(f"{scenario} never asked", flush=True)
+                    os._exit(2)
+                send_decision(scenario, ASKED[scenario], True)
         for scenario in SCENARIOS:
             if not REACHED[scenario].wait(60):
                 print(f"{scenario} never reached its crash point", flush=True)

@@ -18,6 +18,10 @@ Environment:
     AGENTKIT_TEST_ASYNC       "1": the async path (ainvoke / an async checkpointer)
     AGENTKIT_TEST_STORE_DSN   a PostgreSQL DSN for agentkit's store and LangGraph's checkpointer
     AGENTKIT_TEST_NO_LOOKUP   "1": the payment tool has no status lookup
+    AGENTKIT_TEST_CONVERSATION  the conversation this step belongs to ("conversation-1"): the
+                              LangGraph thread, the Pydantic AI conversation_id, the Agents
+                              SDK host's context (its face's task_id); each keeps its own
+                              framework state in WORKDIR
 
 It prints one JSON line: the question now waiting (or null), the tool results the model read
 (by tool-call id) and the payments so far. A step that ends the conversation keeps no new
@@ -41,6 +45,7 @@ DIE_PAYING = os.environ.get("AGENTKIT_TEST_DIE_PAYING", "")
 LATER = float(os.environ.get("AGENTKIT_TEST_LATER", "0"))
 ASYNC = os.environ.get("AGENTKIT_TEST_ASYNC") == "1"
 DSN = os.environ.get("AGENTKIT_TEST_STORE_DSN", "")
+CONVERSATION = os.environ.get("AGENTKIT_TEST_CONVERSATION", "conversation-1")
 
 
 def payments() -> list[str]:
@@ -109,7 +114,7 @@ def langgraph(step: str) -> None:
     graph.add_edge(START, "model")
     graph.add_conditional_edges("model", route)
     graph.add_edge("tools", "model")
-    config = {"configurable": {"thread_id": "conversation-1"}}
+    config = {"configurable": {"thread_id": CONVERSATION}}
     request: Any = ({"messages": [("user", "pay them")]} if step == "start"
                     else Command(resume=step == "yes"))
 
@@ -156,16 +161,19 @@ def openai_agents(step: str) -> None:
 
     from agentkit.faces import openai_agents as face
 
-    state_file = WORK / "run_state.json"
+    state_file = WORK / f"run_state-{CONVERSATION}.json"
     first_turn = [function_call("send_payment", arguments, call_id=call_id)
                   for call_id, arguments in calls()]
     model = ScriptedModel([first_turn] if step == "start" else [[assistant_message("done")]])
-    agent = Agent(name="payer", model=model, tools=face.function_tools(runner()))
+    # the SDK hands a tool no conversation: the host's context names it
+    tools = face.function_tools(runner(), task_id=lambda ctx: ctx.context["conversation"])
+    agent = Agent(name="payer", model=model, tools=tools)
     config = RunConfig(tracing_disabled=True)
 
     async def go() -> None:
         if step == "start":
-            result = await Runner.run(agent, "pay them", run_config=config)
+            result = await Runner.run(agent, "pay them", run_config=config,
+                                      context={"conversation": CONVERSATION})
         else:
             state = await RunState.from_json(agent, json.loads(state_file.read_text()))
             for item in state.get_interruptions():
@@ -200,7 +208,7 @@ def pydantic_ai(step: str) -> None:
 
     from agentkit.faces import pydantic_ai as face
 
-    history_file = WORK / "messages.json"
+    history_file = WORK / f"messages-{CONVERSATION}.json"
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if any(isinstance(p, ToolReturnPart) for m in messages if isinstance(m, ModelRequest)
@@ -214,7 +222,7 @@ def pydantic_ai(step: str) -> None:
 
     async def go() -> None:
         if step == "start":
-            result = await agent.run("pay them")
+            result = await agent.run("pay them", conversation_id=CONVERSATION)
         else:
             history = ModelMessagesTypeAdapter.validate_json(history_file.read_bytes())
             asked = [call.tool_call_id for call in _deferred(history)]

@@ -206,5 +206,58 @@ def test_list_escapes_what_would_read_differently(tmp_path: Path,
     out = capsys.readouterr().out
     assert "\u202e" not in out and "\u200b" not in out
     assert "Ada\\u202eeve@evil.example" in out and "hi\\u200b there" in out
-    shown = out.split("  ", 2)[2]
+    shown = out.split("  ", 4)[4]  # ID  TOOL  task T  workflow W  ARGUMENTS
     assert json.loads(shown) == {"to": "Ada\u202eeve@evil.example", "body": "hi\u200b there"}
+
+
+@pytest.fixture
+def served_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
+    """``serve-mcp --registry my_tools:registry --workspace WS`` asked for ``pay`` (the store
+    is the workspace's own): the workspace and the approval id."""
+    (tmp_path / "my_tools.py").write_text(MODULE, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("my_tools", None)
+    workspace = tmp_path / "ws"
+    runner = cli.workspace_runner(workspace, registry=cli.load_registry("my_tools:registry"))
+    try:
+        asked = runner.call("pay", {"invoice": "inv-9", "cents": 300})
+    finally:
+        runner.store.close()
+    assert asked["error"] == "approval_required"
+    return workspace, str(asked["approval_id"])
+
+
+def pending_ids(workspace: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    assert cli.main(["approvals", "list", "--workspace", str(workspace), "--json"]) == 0
+    return [a["approval_id"] for a in json.loads(capsys.readouterr().out)]
+
+
+@pytest.mark.parametrize("action", ["approve", "deny"])
+def test_a_registry_without_the_tool_settles_nothing(
+    served_workspace: tuple[Path, str], tmp_path: Path, action: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 39: approving as the README shows it, without the server's --registry, loads the
+    demo tools, which cannot run ``pay``: exit 2, one line, and the approval stays pending;
+    approving with the right --registry then pays once."""
+    workspace, approval_id = served_workspace
+    ledger = tmp_path / "ledger.jsonl"
+    err = refused(["approvals", action, approval_id, "--workspace", str(workspace)], capsys,
+                  "pay is not in the loaded registry", "--registry MODULE:ATTRIBUTE", approval_id)
+    assert "stays pending" in err
+    assert pending_ids(workspace, capsys) == [approval_id]
+    assert cli.main(["approvals", action, approval_id, "--workspace", str(workspace),
+                     "--json"]) == 2
+    told = json.loads(capsys.readouterr().out)
+    assert told["status"] == "pending" and "not in the loaded registry" in told["message"]
+    assert pending_ids(workspace, capsys) == [approval_id]
+    assert not ledger.exists()
+    assert cli.main(["approvals", "approve", approval_id, "--workspace", str(workspace),
+                     "--registry", "my_tools:registry"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+    assert cli.main(["approvals", "approve", approval_id, "--workspace", str(workspace),
+                     "--registry", "my_tools:registry"]) == 0
+    assert json.loads(capsys.readouterr().out)["replayed"] is True
+    assert len(ledger.read_text().splitlines()) == 1  # paid once, by the runner that holds pay
+    assert pending_ids(workspace, capsys) == []

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from collections import Counter
@@ -36,13 +38,15 @@ from agentkit import (
 from agentkit.faces.dbos import (
     DurableTools,
     decision_topic,
+    route_decision,
     send_decision,
     send_decision_async,
 )
 
 WORKER = Path(__file__).with_name("_dbos_worker.py")
 SCENARIOS = ["alone-after-write", "alone-before-write", "kit-replay", "kit-lookup",
-             "kit-nolookup", "kit-before-write", "kit-approval", "kit-denial"]
+             "kit-nolookup", "kit-before-write", "kit-approval", "kit-denial",
+             "kit-approve-before-write", "kit-approve-after-write", "kit-approve-nolookup"]
 PG_DSN = os.environ.get("AGENTKIT_TEST_PG_DSN", "")
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -140,20 +144,27 @@ def answers(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def send_pending_decisions(backend: Backend, decide: dict[str, bool]) -> list[dict[str, Any]]:
+def send_pending_decisions(backend: Backend, decide: dict[str, bool]
+                           ) -> tuple[list[dict[str, Any]], dict[str, list[tuple[int, str]]]]:
     """A person decides, through DBOS's own messages, while no worker runs: the pending
-    approvals are read from agentkit's store (they survived the crash there)."""
+    approvals are read from agentkit's store (they survived the crash there), and each
+    decision is routed to the workflow that owns it (``route_decision``, as the approvals
+    CLI does), then contradicted, then given again: what each answered, by workflow."""
     store = backend.open_store()
-    pending = ToolRunner(ToolRegistry([]), store=store).pending_approvals()
-    client = backend.client()
+    runner = ToolRunner(ToolRegistry([]), store=store)
+    pending = runner.pending_approvals()
+    answers: dict[str, list[tuple[int, str]]] = {}
     try:
         for record in pending:
-            send_decision(record["task_id"], record["approval_id"], decide[record["task_id"]],
-                          client=client)
+            approved = decide[record["task_id"]]
+            answers[record["task_id"]] = [
+                route_decision(runner.approvals, record["approval_id"], decision,
+                               system_database_url=backend.system_db,
+                               dbos_system_schema=backend.dbos_schema)
+                for decision in (approved, not approved, approved)]
     finally:
-        client.destroy()
         store.close()
-    return pending
+    return pending, answers
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -167,10 +178,16 @@ def crashed_and_recovered(request, tmp_path_factory):
         assert crashed.returncode == 1 and crashed.stdout.strip() == "crashing", (
             crashed.stdout + crashed.stderr)
         before = ledger(workdir)
-        pending = send_pending_decisions(backend, {"kit-approval": True, "kit-denial": False})
+        store = backend.open_store()
+        try:
+            running = {r["task_id"]: r for r in store.list_approvals() if r["state"] == "running"}
+        finally:
+            store.close()
+        pending, decided = send_pending_decisions(backend, {"kit-approval": True,
+                                                            "kit-denial": False})
         recovered = answers(backend.run("recover", SCENARIOS))
         yield {"before": before, "after": ledger(workdir), "answers": recovered,
-               "pending": pending, "workdir": workdir}
+               "pending": pending, "decided": decided, "running": running, "workdir": workdir}
     finally:
         backend.drop()
 
@@ -247,6 +264,43 @@ def test_an_approval_survives_the_crash_and_pays_once_after_the_decision(crashed
     assert "DBOS.recv" in answer["steps"] and answer["steps"][-1] == "agentkit.approve"
 
 
+def test_a_contradicting_decision_is_refused_while_no_worker_runs(crashed_and_recovered):
+    """approve, then deny, then approve again, while the worker is down: the deny is refused
+    (1, naming the first decision), the same decision again is sent again (DBOS keeps one
+    message per approval), and the workflow pays once when recovered."""
+    approval = crashed_and_recovered["pending"][0]["approval_id"]
+    (first, *_), (contradicted, line), (again, _) = crashed_and_recovered["decided"]["kit-approval"]
+    assert first == 0 and contradicted == 1 and again == 0
+    assert line.startswith(f"{approval}: already approved at ") and "contradict" in line
+    assert crashed_and_recovered["decided"]["kit-denial"][1][0] == 1  # approve after deny
+    assert crashed_and_recovered["after"]["kit-approval send_payment"] == 1
+    assert crashed_and_recovered["after"]["kit-denial send_payment"] == 0
+
+
+@pytest.mark.parametrize(("scenario", "paid", "expected"), [
+    ("kit-approve-before-write", 1, {"ok": True, "data": "paid 500 cents to "
+                                     "kit-approve-before-write", "attempts": 1, "replayed": False}),
+    ("kit-approve-after-write", 1, {"ok": True, "data": "paid 500 cents to "
+                                    "kit-approve-after-write", "attempts": 0, "replayed": False}),
+    ("kit-approve-nolookup", 0, {"ok": False, "error": "outcome_unknown", "retryable": False,
+                                 "attempts": 0, "replayed": False}),
+])
+def test_a_worker_killed_inside_the_approve_step_settles_on_recovery(crashed_and_recovered,
+                                                                      scenario, paid, expected):
+    """The face's own workflow shape (ask, wait, approve), killed inside the approve step:
+    the approval was left running by a dead process; on recovery the owner check sees it
+    gone at once and the status lookup settles the claim (it runs once, or the receipt), or
+    with no lookup ``outcome_unknown``; never ``in_progress`` checkpointed as the output."""
+    assert crashed_and_recovered["running"][scenario]["run_by"]["pid"] > 0  # who ran it
+    before = 1 if scenario == "kit-approve-after-write" else 0
+    assert crashed_and_recovered["before"][f"{scenario} send_payment"] == before
+    assert crashed_and_recovered["after"][f"{scenario} send_payment"] == paid
+    answer = crashed_and_recovered["answers"][scenario]
+    assert answer["result"]["decision"] is True
+    assert answer["result"]["settled"] == expected
+    assert answer["steps"][-1] == "agentkit.approve"
+
+
 def test_a_denial_after_the_crash_pays_nothing(crashed_and_recovered):
     assert crashed_and_recovered["after"]["kit-denial send_payment"] == 0
     result = crashed_and_recovered["answers"]["kit-denial"]["result"]
@@ -260,7 +314,7 @@ def test_two_recoveries_racing_write_once(tmp_path):
     the same signal): the engine's step ran twice in all (DBOS admits one runner per
     workflow), the write through agentkit once."""
     backend = Backend("sqlite", tmp_path)
-    scenarios = ["alone-after-write", "kit-lookup"]
+    scenarios = ["alone-after-write", "kit-lookup", "kit-approve-before-write"]
     crashed = backend.run("crash", scenarios)
     assert crashed.returncode == 1, crashed.stdout + crashed.stderr
     racers = [subprocess.Popen(backend.command("race", scenarios), stdin=subprocess.PIPE,
@@ -283,9 +337,11 @@ def test_two_recoveries_racing_write_once(tmp_path):
         assert racer.returncode == 0, out + err
         seen = json.loads(out.strip().splitlines()[-1])
         assert seen["kit-lookup"]["result"]["ok"] is True  # each sees the one settled result
+        assert seen["kit-approve-before-write"]["result"]["settled"]["ok"] is True
     counts = ledger(tmp_path)
     assert counts["alone-after-write save_note"] == 2
     assert counts["kit-lookup save_note"] == 1
+    assert counts["kit-approve-before-write send_payment"] == 1
 
 
 # --------------------------------------------------------------------------- in one process
@@ -362,6 +418,8 @@ class Tools:
     def __init__(self, folder: Path, **options: Any) -> None:
         self.ledger = folder / "ledger"
         self.drops = 0
+        self.hold: threading.Event | None = None
+        self.entered = threading.Event()
         self.store = SQLiteIdempotencyStore(folder / "agentkit.sqlite3")
 
         def save_note(name: str, text: str) -> dict[str, str]:
@@ -371,6 +429,9 @@ class Tools:
 
         def send_payment(to: str, cents: int) -> str:
             """Send a payment."""
+            if self.hold is not None:  # a test holds the payment here until it lets go
+                self.entered.set()
+                assert self.hold.wait(30)
             _ledger_line(self.ledger, f"send_payment {to}")
             return f"paid {cents} cents to {to}"
 
@@ -605,11 +666,16 @@ def test_the_cli_sends_a_persons_decision_to_the_waiting_workflow(dbos_app, tmp_
     result = handle.get_result(polling_interval_sec=0.02)
     assert result["settled"]["data"] == "paid 1 cents to ada"
     assert kit.count("send_payment") == 1  # paid by the workflow's step, not by the CLI
-    # the workflow has ended: a second decision is refused, one line, exit 2
+    # a second decision that contradicts the first is refused, one line, exit 1
     status, out, err = cli_decide(capsys, "deny", approval_id, "--store", str(kit.store.path),
                                   "--dbos-workflow", "cli-pay", "--dbos-system-database", dbos_app)
-    assert status == 2 and out == "" and err.count("\n") == 1
-    assert "no pending approval" in err
+    assert status == 1 and out == "" and err.count("\n") == 1
+    assert f"{approval_id}: already approved at " in err and "would contradict it" in err
+    # the same decision again replays what happened: exit 0, nothing sent, nothing paid
+    status, out, err = cli_decide(capsys, "approve", approval_id, "--store", str(kit.store.path),
+                                  "--dbos-system-database", dbos_app)
+    assert (status, err) == (0, "") and "already approved at " in out and "outcome: ok" in out
+    assert kit.count("send_payment") == 1
 
 
 def test_the_cli_refuses_bad_dbos_input_in_one_line(dbos_app, tmp_path, capsys, monkeypatch):
@@ -621,10 +687,14 @@ def test_the_cli_refuses_bad_dbos_input_in_one_line(dbos_app, tmp_path, capsys, 
     store = ["--store", str(kit.store.path)]
     url = ["--dbos-system-database", dbos_app]
     cases = [
-        (["list", *store, "--dbos-workflow", "cli-pay-2"], "goes with approve or deny"),
+        (["list", *store, "--dbos-workflow", "cli-pay-2"], "go with approve or deny"),
+        (["list", *store, *url], "go with approve or deny"),
         (["approve", approval_id, *store, "--dbos-workflow", "cli-pay-2"],
          "give --dbos-system-database"),
-        (["approve", approval_id, *store, *url], "go with --dbos-workflow"),
+        (["approve", approval_id, *store], "belongs to DBOS workflow cli-pay-2: its decision "
+         "goes to that workflow; give --dbos-system-database URL"),
+        (["approve", approval_id, *store, "--dbos-schema", "other"],
+         "--dbos-schema goes with --dbos-system-database"),
         (["approve", "apr-nope", *store, *url, "--dbos-workflow", "cli-pay-2"],
          "no pending approval apr-nope"),
         (["approve", approval_id, *store, *url, "--dbos-workflow", "another"],
@@ -652,4 +722,176 @@ def test_the_cli_refuses_bad_dbos_input_in_one_line(dbos_app, tmp_path, capsys, 
                               "--dbos-workflow", "cli-pay-2")
     assert status == 0
     assert handle.get_result(polling_interval_sec=0.02)["settled"]["error"] == "forbidden"
+    assert kit.count("send_payment") == 0
+
+
+# --------------------------------------------------------------------------- owned by a workflow
+#
+# docs/design.md#approvals: an approval belongs to the workflow that asked; a decision goes to that
+# workflow; a workflow that ended leaves none pending; only settled answers are checkpointed.
+
+ENDING_DIR = Path(tempfile.mkdtemp(prefix="agentkit-dbos-ending-"))
+
+
+def _ending_payment(to: str, cents: int) -> str:
+    """Send a payment."""
+    _ledger_line(ENDING_DIR / "ledger", f"send_payment {to}")
+    return f"paid {cents} cents to {to}"
+
+
+ENDING = DurableTools(
+    ToolRegistry([ToolSpec("send_payment", "Send a payment.", "irreversible_write", 10.0, 1, 200,
+                           _ending_payment)]),
+    SQLiteIdempotencyStore(ENDING_DIR / "agentkit.sqlite3"), sleep=lambda seconds: None)
+
+
+@ENDING.workflow()
+def ask_then_give_up(to: str) -> dict[str, Any]:
+    asked = ENDING.call("send_payment", {"to": to, "cents": 2})
+    return {"asked": asked, "decision": ENDING.wait_for_decision(asked["approval_id"], 0.05)}
+
+
+@ENDING.workflow()
+def ask_then_fail(to: str) -> dict[str, Any]:
+    ENDING.call("send_payment", {"to": to, "cents": 2})
+    raise ValueError("the order was withdrawn")
+
+
+@ENDING.workflow()
+async def ask_then_give_up_async(to: str) -> dict[str, Any]:
+    asked = await ENDING.acall("send_payment", {"to": to, "cents": 2})
+    return {"asked": asked, "decision": await ENDING.await_decision(asked["approval_id"], 0.05)}
+
+
+@pytest.fixture(scope="module")
+def ending(dbos_app):
+    yield ENDING
+    ENDING.store.close()
+    shutil.rmtree(ENDING_DIR, ignore_errors=True)
+
+
+def ending_payments() -> int:
+    path = ENDING_DIR / "ledger"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_the_record_names_the_workflow_that_owns_it(dbos_app, tmp_path):
+    kit = Tools(tmp_path)
+    handle = start(ask_and_wait, "ada", 0.05, workflow_id="owner-1")
+    asked = handle.get_result(polling_interval_sec=0.02)["asked"]
+    record = kit.store.get_approval(asked["approval_id"])
+    assert record["task_id"] == "owner-1"
+    assert record["workflow"] == {"engine": "dbos", "id": "owner-1"}
+
+
+@pytest.mark.parametrize("how", ["returns", "raises", "returns (async)"])
+def test_a_workflow_that_ended_leaves_none_of_its_approvals_pending(ending, how):
+    workflow_id = f"ending-{how.split()[0]}-{'async' if 'async' in how else 'sync'}"
+    function = {"returns": ask_then_give_up, "raises": ask_then_fail,
+                "returns (async)": ask_then_give_up_async}[how]
+    handle = start(function, workflow_id, workflow_id=workflow_id)
+    if how == "raises":
+        with pytest.raises(ValueError, match="withdrawn"):
+            handle.get_result(polling_interval_sec=0.02)
+    else:
+        assert handle.get_result(polling_interval_sec=0.02)["decision"] is None
+    [record] = [r for r in ENDING.store.list_approvals() if r["task_id"] == workflow_id]
+    assert record["state"] == "settled" and record["result"]["error"] == "forbidden"
+    assert record["closed"] == "workflow ended"
+    assert ENDING.runner_for("anyone").pending_approvals() == []
+    # nothing can pay it any more, not even its own workflow's runner
+    again = ENDING.runner_for(workflow_id).approve(record["approval_id"])
+    assert again["error"] == "forbidden" and again["replayed"] is True
+    assert ending_payments() == 0
+
+
+def test_an_in_progress_answer_is_retried_never_checkpointed(dbos_app, tmp_path):
+    """The workflow's approve step meets the same approval running elsewhere (a live
+    approver of the same workflow, in another thread): the step raises StillRunning, DBOS
+    retries it, and what it checkpoints is the settled result: one payment."""
+    kit = Tools(tmp_path)
+    kit.tools.RETRY = {"interval_seconds": 0.02, "backoff_rate": 1.0, "max_attempts": 1000}
+    kit.hold = threading.Event()
+    handle = start(ask_and_wait, "gil", 30.0, workflow_id="still-1")
+    assert HERE["waiting"].wait(30)
+    approval_id = HERE["asked"]["approval_id"]
+    runner = kit.tools.runner_for("still-1")
+    answered: list[str] = []
+    retried = threading.Event()
+
+    def watch(event: Any) -> None:
+        if event.kind == "call_ended" and event.operation == "approve":
+            answered.append(str(event.result.get("error") or "ok"))
+            if answered.count("in_progress") >= 2:
+                retried.set()
+
+    runner.add_observer(watch)
+    elsewhere = threading.Thread(target=lambda: answered.append(
+        "elsewhere:" + str(runner.approve(approval_id).get("ok"))))
+    elsewhere.start()
+    assert kit.entered.wait(30)  # the live approver holds the payment
+    send_decision("still-1", approval_id, True)
+    assert retried.wait(30)  # the step met in_progress, and DBOS ran it again
+    kit.hold.set()
+    elsewhere.join(30)
+    result = handle.get_result(polling_interval_sec=0.02)
+    assert result["settled"] == {"ok": True, "data": "paid 1 cents to gil", "attempts": 0,
+                                 "replayed": True}
+    assert "elsewhere:True" in answered
+    assert kit.count("send_payment") == 1
+
+
+def test_a_cancelled_workflows_approval_pays_nothing_until_it_is_resumed(dbos_app, tmp_path,
+                                                                          capsys, monkeypatch):
+    monkeypatch.delenv("DBOS_SYSTEM_DATABASE_URL", raising=False)
+    kit = Tools(tmp_path)
+    handle = start(ask_and_wait, "cyd", 30.0, workflow_id="cancel-1")
+    assert HERE["waiting"].wait(30)
+    approval_id = HERE["asked"]["approval_id"]
+    DBOS.cancel_workflow("cancel-1")
+    store = ["--store", str(kit.store.path)]
+    # a plain decision is refused: by the runner (forbidden) and by the CLI (exit 2, the route)
+    plain = ToolRunner(kit.registry, store=kit.store)
+    assert plain.approve(approval_id)["error"] == "forbidden"
+    status, out, err = cli_decide(capsys, "approve", approval_id, *store)
+    assert status == 2 and out == "" and err.count("\n") == 1
+    assert "belongs to DBOS workflow cancel-1" in err and "--dbos-system-database" in err
+    # routed to the cancelled workflow: nothing waits there; it stays pending (exit 2)
+    status, out, err = cli_decide(capsys, "approve", approval_id, *store,
+                                  "--dbos-system-database", dbos_app)
+    assert status == 2 and "is CANCELLED" in err and "stays pending" in err
+    assert kit.store.get_approval(approval_id)["state"] == "pending"
+    assert kit.count("send_payment") == 0
+    # resumed, it receives the decision and pays, once
+    HERE["waiting"].clear()
+    DBOS.resume_workflow("cancel-1")
+    assert HERE["waiting"].wait(30)
+    status, out, err = cli_decide(capsys, "approve", approval_id, *store,
+                                  "--dbos-system-database", dbos_app)
+    assert (status, err) == (0, "") and out.startswith(f"sent: approve {approval_id}")
+    result = DBOS.retrieve_workflow("cancel-1").get_result(polling_interval_sec=0.02)
+    assert result["settled"]["data"] == "paid 1 cents to cyd"
+    assert kit.count("send_payment") == 1
+    del handle
+
+
+def test_a_decision_routed_to_an_ended_workflow_settles_its_approval(dbos_app, tmp_path, capsys,
+                                                                      monkeypatch):
+    """A workflow under a plain DBOS.workflow() that ended without a decision: its approval
+    is still pending in the store; a decision routed to it (``$DBOS_SYSTEM_DATABASE_URL``
+    set, no flag) settles it forbidden (exit 1), and nothing pays."""
+    kit = Tools(tmp_path)
+    result = start(ask_and_wait, "dee", 0.05, workflow_id="ended-1").get_result(
+        polling_interval_sec=0.02)
+    approval_id = result["asked"]["approval_id"]
+    assert kit.store.get_approval(approval_id)["state"] == "pending"
+    monkeypatch.setenv("DBOS_SYSTEM_DATABASE_URL", dbos_app)
+    status, out, err = cli_decide(capsys, "approve", approval_id, "--store", str(kit.store.path))
+    assert status == 1 and out == "" and err.count("\n") == 1
+    assert "DBOS workflow ended-1 has ended (SUCCESS) without a decision" in err
+    record = kit.store.get_approval(approval_id)
+    assert record["state"] == "settled" and record["result"]["error"] == "forbidden"
+    status, out, err = cli_decide(capsys, "approve", approval_id, "--store", str(kit.store.path),
+                                  "--dbos-system-database", dbos_app)
+    assert status == 1 and "ended without a decision; nothing ran" in err
     assert kit.count("send_payment") == 0

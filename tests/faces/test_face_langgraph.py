@@ -14,11 +14,14 @@ import pytest
 
 pytest.importorskip("langgraph")
 
+from _conversations import PAYMENT, REFUND, Ledger
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
+from agentkit import SQLiteIdempotencyStore
 from agentkit.faces import langgraph as face
 from agentkit.lessons.framework_cases import CASES, Bench
 from agentkit.lessons.framework_runs import run_case
@@ -528,3 +531,86 @@ def test_the_approved_run_keeps_the_models_tool_call_id():
     app.invoke(Command(resume=True), config)
     assert {r.call_id for r in payments.runner.trace.records} == {"call_ada"}
     assert payments.paid == ["ada"]
+
+
+# ---------------------------------------------------------------------- one task per thread
+
+
+def _ledger_graph(runner, calls: list[dict], *, checkpointer: Any = None, node: Any = None):
+    """model -> tools: the given tool calls on every turn, through ``node`` (the face's)."""
+    def model(state: MessagesState) -> dict:
+        return {"messages": [AIMessage("", tool_calls=calls)]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", model)
+    graph.add_node("tools", node if node is not None else face.tool_node(runner))
+    graph.add_edge(START, "model")
+    graph.add_edge("model", "tools")
+    return graph.compile(checkpointer=checkpointer or InMemorySaver())
+
+
+def _turn(app, thread: str, mode: str, request: Any = None) -> dict:
+    config = {"configurable": {"thread_id": thread}}
+    request = request if request is not None else {"messages": [("user", "refund o-1")]}
+    if mode == "sync":
+        return app.invoke(request, config)
+    return asyncio.run(app.ainvoke(request, config))
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_two_threads_each_get_their_refund_and_the_same_thread_replays(mode):
+    """Before, every thread ran under task "default": thread B's identical refund read A's
+    receipt (``replayed``) and no refund was made for B."""
+    ledger = Ledger()
+    app = _ledger_graph(ledger.runner(), [{"name": "refund", "args": REFUND, "id": "c1"}])
+    _turn(app, "thread-a", mode)
+    b = _turn(app, "thread-b", mode)
+    assert ledger.refunds == ["o-1", "o-1"]  # once per conversation
+    assert tool_messages(b) == {"c1": "refunded 500 cents on o-1"}
+    _turn(app, "thread-a", mode)  # the same conversation asks again: its own receipt
+    assert ledger.refunds == ["o-1", "o-1"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_payment_approved_in_one_thread_is_asked_again_in_another(mode):
+    """Before, thread B's identical payment found A's settled approval: no question, A's
+    receipt, nobody paid. Now B's own approval is asked in B (task id: B's thread)."""
+    ledger = Ledger()
+    runner = ledger.runner()
+    app = _ledger_graph(runner, [{"name": "send_payment", "args": PAYMENT, "id": "c1"}])
+    assert _turn(app, "thread-a", mode)["__interrupt__"]
+    _turn(app, "thread-a", mode, Command(resume=True))
+    assert ledger.payments == ["ada"]
+    asked = _turn(app, "thread-b", mode)
+    [pending] = asked["__interrupt__"]
+    assert pending.value["arguments"] == PAYMENT and ledger.payments == ["ada"]
+    assert [p["task_id"] for p in runner.pending_approvals()] == ["thread-b"]
+    done = _turn(app, "thread-b", mode, Command(resume=True))
+    assert tool_messages(done) == {"c1": "paid 100 cents to ada"}
+    assert ledger.payments == ["ada", "ada"]
+
+
+def test_a_restarted_thread_keeps_its_task_on_a_durable_store(tmp_path):
+    """A new runner, node and checkpointer on the same SQLite store (a new process): the same
+    thread replays its refund, another thread makes its own."""
+    ledger = Ledger()
+    calls = [{"name": "refund", "args": REFUND, "id": "c1"}]
+    path = tmp_path / "store.sqlite"
+    _turn(_ledger_graph(ledger.runner(SQLiteIdempotencyStore(path)), calls), "thread-a", "sync")
+    restarted = _ledger_graph(ledger.runner(SQLiteIdempotencyStore(path)), calls)
+    _turn(restarted, "thread-a", "sync")
+    assert ledger.refunds == ["o-1"]
+    _turn(restarted, "thread-b", "sync")
+    assert ledger.refunds == ["o-1", "o-1"]
+
+
+def test_the_tools_in_a_stock_tool_node_take_the_thread_too():
+    """``tools(runner)`` in LangGraph's own ToolNode: a call runs under its thread's task."""
+    ledger = Ledger()
+    runner = ledger.runner()
+    app = _ledger_graph(runner, [{"name": "refund", "args": REFUND, "id": "c1"}],
+                        node=ToolNode(face.tools(runner)))
+    _turn(app, "thread-a", "sync")
+    _turn(app, "thread-b", "async")
+    _turn(app, "thread-a", "async")
+    assert ledger.refunds == ["o-1", "o-1"]

@@ -10,7 +10,8 @@ import pytest
 
 pytest.importorskip("agents")
 
-from agents import Agent, RunConfig, Runner
+from _conversations import PAYMENT, REFUND, Ledger
+from agents import Agent, RunConfig, Runner, RunState
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from agentkit.faces import openai_agents as face
@@ -174,3 +175,118 @@ def test_the_approved_run_keeps_the_sdks_tool_call_id():
     assert {r.call_id for r in bench.runner.trace.records} == {"sdk-pay-1"}
     assert [r.step for r in bench.runner.trace.records] == ["approval", "attempt"]
     bench.close()
+
+
+# ---------------------------------------------------------------------- one task per conversation
+
+#: The host's own context names the conversation; the face reads it (the SDK hands a tool no
+#: conversation identity of its own).
+BY_CONTEXT = {"task_id": lambda ctx: ctx.context["conversation"]}
+CONFIG = RunConfig(tracing_disabled=True)
+
+
+def _ledger_agent(runner, tool: str, arguments: dict, **task_id) -> Agent:
+    """An agent whose model calls ``tool`` once, then answers (twice over, for a resume)."""
+    model = ScriptedModel([[function_call(tool, arguments, call_id="c1")],
+                           [assistant_message("done")]])
+    return Agent(name="t", model=model, tools=face.function_tools(runner, **task_id))
+
+
+def _outputs(result) -> list[str]:
+    return [str(i.output) for i in result.new_items
+            if getattr(i, "type", "") == "tool_call_output_item"]
+
+
+def _refund(runner, conversation: str) -> list[str]:
+    agent = _ledger_agent(runner, "refund", REFUND, **BY_CONTEXT)
+    result = asyncio.run(Runner.run(agent, "refund o-1", context={"conversation": conversation},
+                                    run_config=CONFIG))
+    return _outputs(result)
+
+
+def test_two_conversations_each_get_their_refund_and_the_same_one_replays():
+    """Before, every conversation ran under task "default": conversation B's identical refund
+    read A's receipt and no refund was made for B."""
+    ledger = Ledger()
+    runner = ledger.runner()
+    _refund(runner, "conversation-a")
+    assert _refund(runner, "conversation-b") == ["refunded 500 cents on o-1"]
+    assert ledger.refunds == ["o-1", "o-1"]  # once per conversation
+    assert _refund(runner, "conversation-a") == ["refunded 500 cents on o-1"]
+    assert ledger.refunds == ["o-1", "o-1"]  # the same conversation: its own receipt
+
+
+def test_tools_made_for_one_conversation_name_it_as_a_str():
+    ledger = Ledger()
+    runner = ledger.runner()
+    for conversation in ("conversation-a", "conversation-b", "conversation-a"):
+        agent = _ledger_agent(runner, "refund", REFUND, task_id=conversation)
+        asyncio.run(Runner.run(agent, "refund o-1", run_config=CONFIG))
+    assert ledger.refunds == ["o-1", "o-1"]
+
+
+def test_without_a_task_id_the_runners_own_task_serves_one_conversation():
+    ledger = Ledger()
+    runner = ledger.runner()
+    for conversation in ("conversation-a", "conversation-b"):
+        agent = _ledger_agent(runner, "refund", REFUND, task_id=lambda ctx: None)
+        asyncio.run(Runner.run(agent, "go", context={"conversation": conversation},
+                               run_config=CONFIG))
+    assert ledger.refunds == ["o-1"]  # one task: the second replays the first
+    with pytest.raises(TypeError, match="task_id must be"):
+        face.function_tools(runner, task_id=7)
+
+
+def test_a_payment_approved_in_one_conversation_is_not_another_ones_receipt():
+    """Before, conversation B's approved payment found A's settled approval and replayed A's
+    receipt: the person approved B's payment and nobody was paid."""
+    ledger = Ledger()
+    runner = ledger.runner()
+    for conversation, paid in [("conversation-a", 1), ("conversation-b", 2)]:
+        agent = _ledger_agent(runner, "send_payment", PAYMENT, **BY_CONTEXT)
+        asked = asyncio.run(Runner.run(agent, "pay ada", context={"conversation": conversation},
+                                       run_config=CONFIG))
+        [item] = asked.interruptions
+        state = asked.to_state()
+        face.approve(state, item)
+        done = asyncio.run(Runner.run(agent, state, run_config=CONFIG))
+        assert _outputs(done) == ["paid 100 cents to ada"]
+        assert len(ledger.payments) == paid
+    assert [r.step for r in runner.trace.records] == ["approval", "attempt"] * 2
+
+
+def test_a_conversation_resumed_in_a_new_process_keeps_its_task(tmp_path):
+    """A new runner and tools on the same SQLite store, the RunState (with the host's context)
+    loaded from JSON: the conversation's approval is its own there too. A paid in process 1;
+    B asks in process 1 and is approved in process 2: B is paid (its own task), and A asking
+    again in process 2 replays A's receipt."""
+    from agentkit import SQLiteIdempotencyStore
+
+    ledger = Ledger()
+    path = tmp_path / "store.sqlite"
+
+    def ask(runner, conversation: str) -> tuple[Agent, object]:
+        agent = _ledger_agent(runner, "send_payment", PAYMENT, **BY_CONTEXT)
+        asked = asyncio.run(Runner.run(agent, "pay ada", context={"conversation": conversation},
+                                       run_config=CONFIG))
+        [item] = asked.interruptions
+        state = asked.to_state()
+        face.approve(state, item)
+        return agent, state
+
+    first = ledger.runner(SQLiteIdempotencyStore(path))
+    agent, state = ask(first, "conversation-a")
+    asyncio.run(Runner.run(agent, state, run_config=CONFIG))
+    _, waiting = ask(first, "conversation-b")
+    saved = waiting.to_json()
+
+    restarted = ledger.runner(SQLiteIdempotencyStore(path))
+    agent = _ledger_agent(restarted, "send_payment", PAYMENT, **BY_CONTEXT)
+    resumed = asyncio.run(RunState.from_json(agent, saved))
+    done = asyncio.run(Runner.run(agent, resumed, run_config=CONFIG))
+    assert _outputs(done) == ["paid 100 cents to ada"] and ledger.payments == ["ada", "ada"]
+    agent, again = ask(restarted, "conversation-a")
+    assert _outputs(asyncio.run(Runner.run(agent, again, run_config=CONFIG))) == [
+        "paid 100 cents to ada"]
+    assert ledger.payments == ["ada", "ada"]
+    assert [r.step for r in restarted.trace.records] == ["approval", "attempt", "replay"]

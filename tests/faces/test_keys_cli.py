@@ -15,13 +15,14 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
-from test_stores import PgSchema, free_port, pg_dsn
+from test_stores import WAIT, PgSchema, free_port, pg_dsn
 
 from agentkit import ToolRegistry, ToolRunner, ToolSpec, open_store
 from agentkit.faces import cli
@@ -87,6 +88,15 @@ def filled(tmp_path: Path) -> tuple[Path, Tickets]:
         fresh.run_once("unknown-write", lambda: {"ok": False, "error": "outcome_unknown",
                                                   "retryable": False}, "fp")
     return path, tickets
+
+
+def mark_stale(path: Path, key: str) -> None:
+    """Mark ``key``'s claim stale, as the runner does once an ``outcome_unknown`` attempt has
+    returned (its lease no longer protects a running write)."""
+    with open_store(f"sqlite:///{path}") as store:
+        entry = store.key_entry(key)
+        assert entry is not None and entry.claim is not None
+        store.abandon(key, entry.claim.token)
 
 
 # --------------------------------------------------------------------------- what people see
@@ -192,6 +202,7 @@ def test_serve_mcp_serves_on_the_store_agentkit_store_names(
 def test_copy_into_a_new_sqlite_file(filled: tuple[Path, Tickets], tmp_path: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
     path, tickets = filled
+    mark_stale(path, "unknown-write")  # as the runner leaves it: a live claim is not copied
     target = tmp_path / "moved" / "new.sqlite3"
     out = run(["keys", "copy", "--store", str(path), "--to", f"sqlite:///{target}"], capsys)
     assert out == f"copied 2 keys and 1 approval from {path} to sqlite:///{target}\n"
@@ -333,3 +344,278 @@ def test_someone_elses_database_is_refused_and_left_as_it_was(
         refused([*command, "--store", str(foreign)], capsys, "app.sqlite3",
                 "not an agentkit store (tables ['keys', 'users'])")
     assert foreign.read_bytes() == before
+
+
+# --------------------------------------------------------------------------- seams (issue 39)
+
+
+class GatedTickets(Tickets):
+    """``create_ticket`` that, for the request ids in ``gated``, waits inside the handler
+    until ``go`` is set: a worker in the middle of a write."""
+
+    def __init__(self, *gated: str) -> None:
+        super().__init__()
+        self.gated = set(gated)
+        self.entered, self.go = threading.Event(), threading.Event()
+
+    def create_ticket(self, request_id: str, title: str) -> dict[str, Any]:
+        if request_id in self.gated:
+            self.entered.set()
+            assert self.go.wait(WAIT)
+        return super().create_ticket(request_id, title)
+
+
+def pg_tables(schema: PgSchema) -> list[str]:
+    return [row[0] for row in schema.execute(
+        "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename",
+        (schema.name,))]
+
+
+def with_password(url: str, password: str) -> str:
+    """The test server's URL with ``password`` typed into its user part (trust auth: the
+    server never asks for it, so a copy through it succeeds)."""
+    scheme, rest = url.split("://", 1)
+    user, at, server = rest.partition("@")
+    assert at, url
+    return f"{scheme}://{user}:{password}@{server}"
+
+
+@pytest.mark.parametrize("theirs", [[], ["orders", "users"]])
+def test_postgresql_without_agentkit_tables_is_refused_and_nothing_is_created(
+    theirs: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 39: `keys list` on an empty database created agentkit's tables and said "no keys"."""
+    schema = PgSchema()
+    try:
+        for table in theirs:
+            schema.execute(f"CREATE TABLE {table} (id integer)")
+        url = pg_url(schema)
+        says = f"tables {theirs}" if theirs else "holds no tables"
+        for command in (["keys", "list"], ["keys", "list", "--json"], ["keys", "show", "k"],
+                        ["keys", "release", "k"], ["keys", "purge"],
+                        ["keys", "copy", "--to", f"sqlite:///{tmp_path / 'to.sqlite3'}"],
+                        ["approvals", "list"]):
+            refused([*command, "--store", url], capsys, "not an agentkit store",
+                    f"schema {schema.name}", says)
+        assert pg_tables(schema) == theirs  # no agentkit_keys, _approvals, _schema
+        assert not (tmp_path / "to.sqlite3").exists()  # nor a target for nothing
+    finally:
+        schema.drop()
+
+
+def test_an_empty_postgresql_database_is_refused_and_left_empty(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import psycopg
+
+    base = pg_dsn()
+    name = f"agentkit_empty_{os.urandom(4).hex()}"
+    schema = PgSchema()  # holds the server for the test (and its admin session)
+    schema.execute(f"CREATE DATABASE {name}")
+    try:
+        url = base.rsplit("/", 1)[0] + f"/{name}"
+        for command in (["keys", "list"], ["approvals", "list"]):
+            refused([*command, "--store", url], capsys, "not an agentkit store", "schema public")
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+                                ).fetchone() == (0,)
+    finally:
+        schema.execute(f"DROP DATABASE {name} WITH (FORCE)")
+        schema.drop()
+
+
+def test_an_sqlite_file_without_agentkit_tables_is_refused_and_left_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    empty = tmp_path / "empty.sqlite3"
+    empty.touch()
+    blank = tmp_path / "blank.sqlite3"
+    sqlite3.connect(blank).close()
+    for path in (empty, blank):
+        before = path.read_bytes()
+        for command in (["keys", "list"], ["keys", "purge"], ["keys", "release", "k"],
+                        ["approvals", "list"]):
+            for store in (str(path), f"sqlite:///{path}"):
+                refused([*command, "--store", store], capsys, path.name,
+                        "not an agentkit store (an empty database, no tables)")
+        assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blank.sqlite3", "empty.sqlite3"]
+
+
+def test_a_copy_while_a_worker_writes_is_refused_and_no_intent_writes_twice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 39: `keys copy` SQLite -> PostgreSQL while a worker kept writing said exit 0,
+    and after the switch 145 of 250 intents wrote twice."""
+    schema = PgSchema()
+    try:
+        source_url, target_url = f"sqlite:///{tmp_path / 'service.sqlite3'}", pg_url(schema)
+        tickets = GatedTickets("r-5")
+        intents = [{"request_id": f"r-{i}", "title": f"T{i}"} for i in range(6)]
+        answers: list[dict[str, Any]] = []
+        with open_store(source_url) as sqlite_store:
+            runner = ToolRunner(tickets.registry(), store=sqlite_store)
+            for intent in intents[:5]:
+                assert runner.call("create_ticket", intent)["ok"]
+            worker = threading.Thread(
+                target=lambda: answers.append(runner.call("create_ticket", intents[5])))
+            worker.start()
+            try:
+                assert tickets.entered.wait(WAIT)  # the worker is inside its write
+                err = refused(["keys", "copy", "--store", source_url, "--to", target_url],
+                              capsys, "1 open claim", "nothing was copied", "copy again")
+                assert err.startswith(f"agentkit keys copy: {source_url}: ")
+                assert json.loads(run(["keys", "list", "--store", target_url, "--json"],
+                                      capsys)) == []
+            finally:
+                tickets.go.set()
+                worker.join(WAIT)
+        assert answers[0]["ok"] and tickets.calls == 6
+        out = run(["keys", "copy", "--store", source_url, "--to", target_url], capsys)
+        assert out.startswith("copied 6 keys and 0 approvals from sqlite:///")
+        with open_store(target_url) as pg_store:  # the switch: every intent asked again
+            runner = ToolRunner(tickets.registry(), store=pg_store)
+            for intent in intents:
+                assert runner.call("create_ticket", intent)["replayed"] is True
+        assert tickets.calls == 6  # one real write per intent
+    finally:
+        schema.drop()
+
+
+def test_a_copy_onto_its_own_source_is_refused(
+    filled: tuple[Path, Tickets], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    path, _ = filled
+    mark_stale(path, "unknown-write")
+    link = tmp_path / "link.sqlite3"
+    link.symlink_to(path)
+    for target in (f"sqlite:///{path}", f"sqlite:///{link}",
+                   f"sqlite:///{path.parent}/./{path.name}"):
+        refused(["keys", "copy", "--store", str(path), "--to", target], capsys,
+                "the target is the source itself")
+    schema = PgSchema()
+    try:
+        url = pg_url(schema)
+        assert run(["keys", "copy", "--store", str(path), "--to", url], capsys).startswith(
+            "copied 2 keys")
+        refused(["keys", "copy", "--store", url, "--to", url], capsys,
+                "the target is the source itself")
+        refused(["keys", "copy", "--store", url, "--to", with_password(url, "Pw?s3cret-pw")],
+                capsys, "the target is the source itself")
+    finally:
+        schema.drop()
+
+
+def test_release_clears_a_stale_claim_and_refuses_everything_else(
+    filled: tuple[Path, Tickets], capsys: pytest.CaptureFixture[str],
+) -> None:
+    path, _ = filled
+    store = ["--store", str(path)]
+    # 'unknown-write' is claimed by this process (alive), its lease not over: it may be writing
+    err = refused(["keys", "release", "unknown-write", *store], capsys, "its claim is live",
+                  "pid", "release it once it is stale")
+    assert err.startswith("agentkit keys release: 'unknown-write': ")
+    refused(["keys", "release", "ticket:r-1", *store], capsys, "completed, not claimed")
+    refused(["keys", "release", "nope", *store], capsys, "no such key")
+    refused(["keys", "release", *store], capsys, "give the KEY to release")
+    assert [k["key"] for k in json.loads(run(["keys", "list", "--json", *store], capsys))] == [
+        "ticket:r-1", "unknown-write"]  # nothing changed
+    mark_stale(path, "unknown-write")  # as the runner leaves an outcome_unknown claim
+    assert "(1 stale: a status lookup, or `keys release KEY` once you checked" in run(
+        ["keys", "list", *store], capsys)
+    out = run(["keys", "release", "unknown-write", *store], capsys)
+    assert out.startswith("released the stale claim on 'unknown-write' (owner host ")
+    assert out.count("\n") == 1
+    assert run(["keys", "list", *store], capsys).splitlines()[-1] == (
+        "1 key: 1 completed, 0 claimed")
+    refused(["keys", "release", "unknown-write", *store], capsys, "no such key")
+
+
+def test_release_never_frees_a_write_that_is_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = f"sqlite:///{tmp_path / 'service.sqlite3'}"
+    tickets = GatedTickets("r-1")
+    answers: list[dict[str, Any]] = []
+    with open_store(url) as store:
+        runner = ToolRunner(tickets.registry(), store=store)
+        worker = threading.Thread(target=lambda: answers.append(
+            runner.call("create_ticket", {"request_id": "r-1", "title": "Printer"})))
+        worker.start()
+        try:
+            assert tickets.entered.wait(WAIT)
+            refused(["keys", "release", "ticket:r-1", "--store", url], capsys,
+                    "its claim is live")
+        finally:
+            tickets.go.set()
+            worker.join(WAIT)
+        again = runner.call("create_ticket", {"request_id": "r-1", "title": "Printer"})
+    assert answers[0]["ok"] and again["replayed"] is True
+    assert tickets.calls == 1
+
+
+def test_release_of_a_stuck_claim_lets_the_intent_run_once_more(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A person checked that the stuck write did not happen, and releases it: it runs once."""
+    url = f"sqlite:///{tmp_path / 'service.sqlite3'}"
+    intent = {"request_id": "r-1", "title": "P"}
+    with open_store("memory:") as scratch:  # the runner's fingerprint of this intent
+        assert ToolRunner(Tickets().registry(), store=scratch).call("create_ticket", intent)["ok"]
+        fingerprint = scratch.key_entry("ticket:r-1").fingerprint
+    tickets = Tickets()
+    with open_store(url) as store:
+        stuck = store.run_once("ticket:r-1", lambda: {"ok": False, "error": "outcome_unknown",
+                                                      "retryable": False}, fingerprint)
+        assert stuck["error"] == "outcome_unknown"
+        entry = store.key_entry("ticket:r-1")
+        assert entry is not None and entry.claim is not None
+        store.abandon("ticket:r-1", entry.claim.token)
+        runner = ToolRunner(tickets.registry(), store=store)
+        assert runner.call("create_ticket", intent)["error"] == "outcome_unknown"
+        assert tickets.calls == 0
+        assert run(["keys", "release", "ticket:r-1", "--store", url, "--json"], capsys).count(
+            '"released": true') == 1
+        assert runner.call("create_ticket", intent)["ok"]
+        assert runner.call("create_ticket", intent)["replayed"]
+    assert tickets.calls == 1
+
+
+HOSTILE = ["Pw?s3cret-pw", "Pw#s3cret-pw", "p@ss@s3cret-pw", "pa/ss/s3cret-pw",
+           "p%40s3cret-pw", "pa:ss:s3cret-pw", "a?b@c?d#s3cret-pw"]
+
+
+@pytest.mark.parametrize("password", HOSTILE)
+def test_no_command_prints_a_password_libpq_reads(
+    password: str, filled: tuple[Path, Tickets], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 39: `keys copy --to postgresql://u:Pw?s3cret@…` printed the password (text and
+    --json "to"), and so did `keys list --store`'s exit-2 line."""
+    monkeypatch.setattr(cli, "POSTGRES_CONNECT_TIMEOUT_SECONDS", 0.5)
+    path, _ = filled
+    mark_stale(path, "unknown-write")
+    secrets = {password, password.replace("%40", "@"), "s3cret"}  # not even a piece of it
+    schema = PgSchema()
+    try:
+        url = with_password(pg_url(schema), password)
+        for argv in (["keys", "copy", "--store", str(path), "--to", url],
+                     ["keys", "copy", "--store", str(path), "--to", url, "--json"],
+                     ["keys", "list", "--store", url]):
+            status = cli.main(argv)
+            captured = capsys.readouterr()
+            for secret in secrets:
+                assert secret not in captured.out + captured.err, (argv, captured)
+            if "@" in password or "/" in password:  # libpq reads another server: refused
+                assert status == 2 and captured.err.count("\n") == 1
+            else:  # trust auth: the password is never asked for, the copy goes through
+                assert status == 0, captured.err
+                if "--json" in argv:
+                    assert json.loads(captured.out)["to"].startswith("postgresql://")
+        down = f"postgresql://agent:{password}@127.0.0.1:{free_port()}/agents"
+        for command in (["keys", "list"], ["approvals", "list"]):
+            assert cli.main([*command, "--store", down]) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and not any(s in err for s in secrets), err
+    finally:
+        schema.drop()

@@ -7,6 +7,7 @@ in the workspace (outbox lines, a file's inode) across processes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -37,9 +38,12 @@ def run(coroutine_function: Callable[[], Any]) -> Any:
 
 
 class World:
-    """The demo tools in a workspace, each handler counted, behind a runner and an MCP server."""
+    """The demo tools in a workspace, each handler counted, behind a runner and an MCP server
+    (``approvals="elicit"`` unless told: most tests here are about the elicitation; the
+    default's own tests pass ``approvals=None``, make_server's default)."""
 
-    def __init__(self, root: Path, wrap: dict[str, Callable[[Any], faults.Fault]] | None = None):
+    def __init__(self, root: Path, wrap: dict[str, Callable[[Any], faults.Fault]] | None = None,
+                 approvals: str | None = "elicit"):
         self.root = root
         self.counters: dict[str, faults.Fault] = {}
         wrappers = wrap or {}
@@ -52,7 +56,15 @@ class World:
         registry = make_demo_registry(root / "files", wrap=counted)
         self.runner = ToolRunner(registry, store=base.store, context=base.context,
                                  sleep=lambda seconds: None)
-        self.server = make_server(self.runner, secret=b"s" * 32)
+        self.tasks: list[str] = []  # the conversations' runners made, in order
+
+        def runner_for(task_id: str) -> ToolRunner:
+            self.tasks.append(task_id)
+            return ToolRunner(registry, store=base.store, sleep=lambda seconds: None,
+                              context=dataclasses.replace(base.context, task_id=task_id))
+
+        options: dict[str, Any] = {} if approvals is None else {"approvals": approvals}
+        self.server = make_server(self.runner, secret=b"s" * 32, runner_for=runner_for, **options)
 
     def calls(self, name: str) -> int:
         return self.counters[name].calls
@@ -331,12 +343,12 @@ def test_request_state_binds_tool_arguments_and_approval() -> None:
 # --------------------------------------------------------------------------- over stdio
 
 
-def stdio_params(workspace: Path) -> StdioServerParameters:
+def stdio_params(workspace: Path, *flags: str) -> StdioServerParameters:
     """``python -m agentkit serve-mcp`` as a desktop host would start it. The SDK gives the
     child an allow-listed environment; it needs nothing more than HOME."""
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "agentkit", "serve-mcp", "--workspace", str(workspace)],
+        args=["-m", "agentkit", "serve-mcp", "--workspace", str(workspace), *flags],
         env={"HOME": str(workspace)},
     )
 
@@ -387,11 +399,33 @@ def test_over_stdio_approval_through_the_cli_then_replayed(tmp_path: Path) -> No
     assert outbox_lines(tmp_path / "files") == 1
 
 
-def test_over_stdio_elicitation_accept(tmp_path: Path) -> None:
+def test_over_stdio_a_client_that_accepts_by_itself_approves_nothing_by_default(
+    tmp_path: Path,
+) -> None:
+    """Issue 39: an agent client whose elicitation callback accepts by itself. serve-mcp's
+    default is a person's channel: never elicited, nothing sent, the approval waits."""
     seen: list[str] = []
 
     async def send() -> types.CallToolResult:
         async with Client(stdio_params(tmp_path), read_timeout_seconds=60,
+                          elicitation_callback=answering("accept", seen)) as client:
+            return await client.call_tool("send_message", MESSAGE)
+
+    asked = assert_failure(anyio.run(send), "approval_required")
+    assert seen == [] and not (tmp_path / "files" / "outbox.jsonl").exists()
+    runner = cli.workspace_runner(tmp_path)
+    try:
+        assert [r["approval_id"] for r in runner.pending_approvals()] == [asked["approval_id"]]
+    finally:
+        runner.store.close()
+
+
+@pytest.mark.parametrize("flag", ["elicit", "auto"])
+def test_over_stdio_elicitation_accept_when_asked_for(tmp_path: Path, flag: str) -> None:
+    seen: list[str] = []
+
+    async def send() -> types.CallToolResult:
+        async with Client(stdio_params(tmp_path, "--approvals", flag), read_timeout_seconds=60,
                           elicitation_callback=answering("accept", seen)) as client:
             return await client.call_tool("send_message", MESSAGE)
 
@@ -417,8 +451,9 @@ def test_serve_mcp_writes_only_protocol_to_stdout_and_logs_to_stderr(tmp_path: P
             "name": "send_message", "arguments": MESSAGE, "requestState": "ak1.forged.mac",
             "inputResponses": {APPROVAL_INPUT: {"action": "accept"}}}},
     ]
-    child = subprocess.Popen(
-        [sys.executable, "-m", "agentkit", "serve-mcp", "--workspace", str(tmp_path)],
+    child = subprocess.Popen(  # (elicit: a forged answer must be refused, not just ignored)
+        [sys.executable, "-m", "agentkit", "serve-mcp", "--workspace", str(tmp_path),
+         "--approvals", "elicit"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "HOME": str(tmp_path)},
     )

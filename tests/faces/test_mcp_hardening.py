@@ -143,7 +143,7 @@ def test_the_guard_is_linear_and_leaves_ordinary_lines_alone() -> None:
 
 
 class World:
-    def __init__(self, root: Path, approvals: str = "auto") -> None:
+    def __init__(self, root: Path, approvals: str = "elicit") -> None:
         base = cli.workspace_runner(root)
         self.counter: faults.Fault | None = None
 
@@ -377,3 +377,59 @@ def test_serve_mcp_serves_a_users_registry_with_approvals_left_to_the_cli(tmp_pa
     )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "shipped.txt").read_text() == "o-1\n"
+
+
+# --------------------------------------------------------------------------- serve-mcp's flags
+
+
+@pytest.fixture
+def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """What ``serve-mcp`` would serve (its runner's task id, the approvals mode), with
+    ``serve_stdio`` replaced by a recorder."""
+    from agentkit.faces import mcp as mcp_face
+
+    seen: list[dict[str, Any]] = []
+
+    async def serve(runner: ToolRunner, **kwargs: Any) -> None:
+        seen.append({"task_id": runner.context.task_id, **kwargs})
+        runner.store.close()
+
+    monkeypatch.setattr(mcp_face, "serve_stdio", serve)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return seen
+
+
+@pytest.mark.parametrize(("flags", "approvals", "task_id"), [
+    ([], "cli", "mcp"),
+    (["--approvals", "elicit", "--task-id", "desk-7"], "elicit", "desk-7"),
+])
+def test_serve_mcp_defaults_to_a_persons_channel_and_one_task(
+    tmp_path: Path, served: list[dict[str, Any]], flags: list[str], approvals: str, task_id: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["serve-mcp", "--workspace", str(tmp_path), "--log-level", "ERROR",
+                     *flags]) == 0
+    assert capsys.readouterr().err == ""
+    [seen] = served
+    assert (seen["approvals"], seen["task_id"]) == (approvals, task_id)
+
+
+def test_serve_mcp_takes_auto_as_elicit_with_a_warning(
+    tmp_path: Path, served: list[dict[str, Any]], capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["serve-mcp", "--workspace", str(tmp_path), "--log-level", "ERROR",
+                     "--approvals", "auto"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--approvals auto is the old name of --approvals elicit" in err
+    assert served[0]["approvals"] == "elicit"
+
+
+@pytest.mark.parametrize("task_id", ["", "x" * 201, "two\nlines", "bidi\u202e"])
+def test_serve_mcp_refuses_a_bad_task_id_in_one_line(
+    tmp_path: Path, served: list[dict[str, Any]], task_id: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["serve-mcp", "--workspace", str(tmp_path), "--task-id", task_id]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.startswith("agentkit serve-mcp: --task-id: a task id ")
+    assert served == [] and not (tmp_path / cli.STORE_NAME).exists()

@@ -25,6 +25,7 @@ import pytest
 import agentkit
 from agentkit import (
     IdempotencyStore,
+    NotApplied,
     SQLiteIdempotencyStore,
     ToolRegistry,
     ToolRunner,
@@ -356,7 +357,7 @@ def test_a_handler_failure_frees_the_key_through_a_store_step(drive: Drive) -> N
 
     def save(item: str, text: str) -> dict[str, Any]:
         ledger.calls += 1
-        raise ValueError("bad draft")
+        raise NotApplied("bad draft")  # nothing took effect (any other exception is doubt)
 
     store = FailingComplete()
     runner = ToolRunner(ToolRegistry([write_spec(save)]), store=store)

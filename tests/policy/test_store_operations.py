@@ -524,6 +524,7 @@ def test_copy_moves_keys_and_approvals_so_nothing_runs_again(
     assert source.run_once("hung", unknown, "fp") == UNKNOWN
     approval(source, "a1", "settled", n=1)
     approval(source, "a2", "pending", n=2, expires_at=source.store_now() + 3600)
+    backend.advance(1.0)  # the unknown claim's lease passes: a live one is not copied
     other = Backend(target_kind, tmp_path / "target")
     try:
         target = other(TINY_TTL)

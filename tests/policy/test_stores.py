@@ -29,6 +29,7 @@ from agentkit.policy.stores import (
     SQLiteIdempotencyStore,
     StoreError,
 )
+from agentkit.policy.stores.sqlite import journal_choice
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("_store_worker.py")
@@ -758,13 +759,21 @@ def test_approval_record_needs_a_state(make_store, record: Any) -> None:
 # --------------------------------------------------------------------------- SQLite: durability
 
 
-def test_sqlite_creates_the_directory_and_uses_wal(sqlite_path: Path) -> None:
+def test_sqlite_creates_the_directory_and_uses_the_journal_of_its_sqlite(sqlite_path: Path) -> None:
+    """WAL only on a SQLite without the WAL-reset bug (issue 39); this machine's 3.40.1 has
+    it: a rollback journal, which a new connection does not inherit from the file (WAL is
+    the file's, byte 18 of its header: 2)."""
     with SQLiteIdempotencyStore(sqlite_path) as store:
         store.run_once("k", Op(OK))
+        wal = store.journal.journal_mode == "wal"
+        version = sqlite3.sqlite_version_info
+        assert wal == (version >= (3, 51, 3) or (3, 44, 6) <= version < (3, 45)
+                       or (3, 50, 7) <= version < (3, 51))
     assert sqlite_path.exists()
+    assert sqlite_path.read_bytes()[18] == (2 if wal else 1)
     conn = sqlite3.connect(sqlite_path)
     try:
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == ("wal" if wal else "delete")
     finally:
         conn.close()
 
@@ -782,53 +791,81 @@ def test_sqlite_restart_replays_and_keeps_approvals(sqlite_path: Path) -> None:
     assert op.calls == 1
 
 
-def test_sqlite_only_the_claim_is_flushed_on_its_own_connection(sqlite_path: Path) -> None:
-    """full_sync: the claim commits on a connection that is always synchronous=FULL, the
-    result on one that is always NORMAL (a lost result leaves the claim for the lookup);
-    no PRAGMA is toggled per call."""
+@pytest.fixture(params=["linked", "fixed"])
+def sqlite_version(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The linked SQLite (3.40.1 here: a rollback journal), and one with the WAL-reset fix
+    (WAL: the store's other journal, run on this SQLite for the test's few connections)."""
+    if request.param == "fixed":
+        monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 51, 3))
+    return str(request.param)
+
+
+@pytest.mark.parametrize("full_sync", [False, True])
+def test_sqlite_only_the_claim_is_flushed_on_its_own_connection(
+    sqlite_path: Path, sqlite_version: str, full_sync: bool
+) -> None:
+    """Every claim, full_sync or not, commits on a connection that is always
+    synchronous=FULL; in WAL the result on one that is always NORMAL (a lost result leaves
+    the claim for the lookup), in a rollback journal on the same, FULL, connection; no
+    PRAGMA is toggled per call."""
     with SQLiteIdempotencyStore(sqlite_path) as store:
-        store.run_once("warm-up", Op(OK), full_sync=True)  # one connection of each level
+        wal = store.journal.journal_mode == "wal"
+        assert wal == (sqlite_version == "fixed" or sqlite3.sqlite_version_info >= (3, 51, 3)
+                       or journal_choice().journal_mode == "wal")
+        store.run_once("warm-up", Op(OK), full_sync=full_sync)  # a connection of each level
         statements: list[tuple[int, str]] = []
-        for full_sync, idle in store._idle.items():
+        pools = {claims: idle for claims, idle in store._idle.items() if idle}
+        assert sorted(pools) == ([False, True] if wal else [False])
+        for claims, idle in pools.items():
             [conn] = idle
             level = conn.execute("PRAGMA synchronous").fetchone()[0]
-            assert level == (2 if full_sync else 1)  # FULL, NORMAL
+            assert level == (2 if claims or not wal else 1)  # FULL, NORMAL
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == store.journal.journal_mode
 
             def trace(statement: str, level: int = level) -> None:
                 statements.append((level, statement))
 
             conn.set_trace_callback(trace)
-        assert store.run_once("k", Op(OK), "fp", full_sync=True) == OK
-        claims = [level for level, sql in statements if sql.startswith("INSERT OR IGNORE")]
+        assert store.run_once("k", Op(OK), "fp", full_sync=full_sync) == OK
+        claimed = [level for level, sql in statements if sql.startswith("INSERT OR IGNORE")]
         results = [level for level, sql in statements if sql.startswith("UPDATE keys SET result")]
-        assert (claims, results) == ([2], [1])
+        assert (claimed, results) == ([2], [1 if wal else 2])
         assert not any("PRAGMA" in sql for _, sql in statements)
         assert len(statements) == 2  # the claim, the result: no read, no BEGIN, no COMMIT
 
 
-def _wal_size(path: Path) -> int:
-    return os.path.getsize(f"{path}-wal")
+def _files(path: Path) -> dict[str, tuple[int, int]]:
+    """The size and modification time of the database and its log or journal."""
+    found = {}
+    for name in (str(path), f"{path}-wal", f"{path}-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            stat = os.stat(name)
+            found[name] = (stat.st_size, stat.st_mtime_ns)
+    return found
 
 
-def test_sqlite_a_new_key_is_one_insert_and_a_replay_writes_nothing(sqlite_path: Path) -> None:
+def test_sqlite_a_new_key_is_one_insert_and_a_replay_writes_nothing(
+    sqlite_path: Path, sqlite_version: str
+) -> None:
     """The claim is the INSERT itself (no read before it); a key that has a row is read after
-    its INSERT found it, and that INSERT changed nothing and wrote nothing to the log (so a
-    full_sync replay flushes nothing either)."""
+    its INSERT found it, and that INSERT changed nothing and wrote nothing to the file, its
+    log or its journal (so a replay flushes nothing either)."""
     with SQLiteIdempotencyStore(sqlite_path) as store:
         op = Op(OK)
         assert store.run_once("k", op, "fp", full_sync=True) == OK
         statements: list[str] = []
         conns = [conn for idle in store._idle.values() for conn in idle]
-        assert len(conns) == 2  # NORMAL (the result), FULL (the claim)
+        wal = store.journal.journal_mode == "wal"
+        assert len(conns) == (2 if wal else 1)  # WAL: NORMAL (the result), FULL (the claim)
         for conn in conns:
             conn.set_trace_callback(statements.append)
-        changes, wal = sum(conn.total_changes for conn in conns), _wal_size(sqlite_path)
+        changes, files = sum(conn.total_changes for conn in conns), _files(sqlite_path)
         assert store.run_once("k", op, "fp", full_sync=True) == {**OK, "replayed": True}
         assert store.run_once("k", op, "fp") == {**OK, "replayed": True}
         assert store.run_once("k", op, "other")["error"] == "idempotency_conflict"
         assert op.calls == 1
         assert sum(conn.total_changes for conn in conns) == changes
-        assert _wal_size(sqlite_path) == wal
+        assert _files(sqlite_path) == files
         assert [sql.split()[0] for sql in statements] == ["INSERT", "SELECT"] * 3
         statements.clear()
         new = Op(OK)

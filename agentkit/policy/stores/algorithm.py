@@ -61,8 +61,8 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -73,7 +73,8 @@ from agentkit.policy.stores.owner import this_host, this_process
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self needs Python 3.11
 
-__all__ = ["Claim", "Result", "RunOnce", "StoreBase", "StoreError", "Transaction", "set_run_once"]
+__all__ = ["Claim", "ClaimLost", "Result", "RunOnce", "StoreBase", "StoreError", "Transaction",
+           "check_claim", "set_run_once"]
 
 logger = logging.getLogger("agentkit.policy.stores")
 
@@ -86,6 +87,20 @@ TAKEN_OVER = "taken_over"
 class StoreError(Exception):
     """The store's backend cannot be reached or used; the message names the store (its path,
     or its address without a password) and the reason."""
+
+
+class ClaimLost(Exception):
+    """The claim a transactional handler was to run under is no longer its caller's (taken
+    over, released or completed meanwhile): nothing ran."""
+
+
+def check_claim(tx: Transaction, key: str, token: str) -> None:
+    """Inside an effect transaction, holding the key's lock: raise :class:`ClaimLost` unless
+    the key's claim has ``token``."""
+    tx.lock(key)
+    claim = tx.claim(key)
+    if claim is None or claim.token != token:
+        raise ClaimLost(f"the claim on key {key!r} is no longer this call's: nothing ran")
 
 
 class RunOnce(Protocol):
@@ -198,6 +213,12 @@ class Transaction(Protocol):
     def replace_approval(self, approval_id: str, state: str, text: str) -> None: ...
     def approvals(self, state: str | None) -> list[str]: ...
 
+    @property
+    def connection(self) -> Any:
+        """The backend's own connection inside this transaction (SQL stores), for a
+        transactional handler's effect; the memory store has none."""
+        ...
+
 
 def conflicts(given: str | None, stored: str | None) -> bool:
     """A given fingerprint must equal the stored one; None given means "do not check".
@@ -231,6 +252,10 @@ class StoreBase:
     #: a worker thread (or the store's async twin ``a<step>``), never on the event loop.
     blocking = True
 
+    #: Whether a handler's effect can commit in the store's own transaction with the key's
+    #: result (:meth:`effect_transaction`; ``ToolSpec(transactional=True)``).
+    holds_effects = False
+
     def __init__(self, claim_ttl_seconds: float) -> None:
         ttl = float(claim_ttl_seconds)
         if not ttl > 0:  # also refuses NaN
@@ -245,6 +270,21 @@ class StoreBase:
     ) -> AbstractContextManager[Transaction]:  # pragma: no cover - abstract
         """One atomic section; ``full_sync`` asks a durable backend to make it survive a
         power cut before it returns."""
+        raise NotImplementedError
+
+    @contextmanager
+    def effect_transaction(self, key: str, token: str) -> Iterator[Transaction]:
+        """One write transaction, durable at its commit, for a handler's effect and the key's
+        result together (docs/design.md#transactional-writes): it holds the key's lock from
+        its start and raises :class:`ClaimLost` unless the key's claim still has ``token``,
+        so a claim taken over (or a key completed) meanwhile runs nothing. The caller runs
+        the handler with ``tx.connection``, then ``tx.complete(...)``; the commit is the
+        context's exit, a rollback its exception. A store that cannot (the memory store)
+        raises ``TypeError``."""
+        if not self.holds_effects:
+            raise TypeError(
+                f"{type(self).__name__} cannot hold a handler's effect in its transaction")
+        yield from ()  # pragma: no cover - a store that says it can provides its own
         raise NotImplementedError
 
     def owner_gone(self, claim: Claim) -> bool:

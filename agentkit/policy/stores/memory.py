@@ -46,6 +46,11 @@ class MemoryTransaction:
     def __init__(self, store: IdempotencyStore) -> None:
         self._s = store
 
+    @property
+    def connection(self) -> None:
+        """No connection: a handler's effect cannot commit in the memory store."""
+        return None
+
     def now(self) -> float:
         return self._s.clock()
 

@@ -40,28 +40,53 @@ Copying
     not hold yet; a key or approval the target holds already is left as the target has it.
     Switching a service from SQLite to PostgreSQL is: stop it, copy, start it on the new
     store; a write asked again then replays instead of running again.
+
+Why a copy never makes a second write possible
+    A key the target lacks is a key whose write runs again there. So a copy is refused
+    (:class:`CopyRefused`, nothing written) while the source holds an open claim (a write
+    running now, its lease not passed and its owner not known gone): its result would land
+    in the source after the copy. And the copy reads the source three times: a survey (the
+    open claims, and a digest of every key and approval, batch by batch), the copy itself
+    (each batch compared with the survey's before it is written: a source that changed
+    stops the copy there) and a last survey after it; a source that changed in between is
+    refused too (a worker still on it), with what was written so far left in the target.
+    What a copy cannot see is a worker that starts on the source after it: stop every
+    worker first. A store is never copied onto itself (:meth:`OperableStore.identity`: the
+    same file, or the same PostgreSQL server, database and schema).
+
+Releasing a stuck claim
+    :meth:`OperableStore.release_stale` is a person's ``keys release KEY``: it clears a
+    claim only after the checks a runner makes before taking one over, in one atomic
+    section: the key is claimed (not completed, not unknown) and the claim is stale (its
+    lease passed, its owner known gone, or it was marked stale after ``outcome_unknown``).
+    A live claim is a write that may be running now: releasing it would let the same write
+    run beside it, so it is refused. (``release(key)`` clears any claim, unchecked.)
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from agentkit.policy.stores.algorithm import Claim, StoreBase
+from agentkit.policy.stores.algorithm import Claim, StoreBase, let_go
 
 __all__ = [
     "DEFAULT_RETENTION_SECONDS",
     "PURGE_STEP_SECONDS",
     "ApprovalEntry",
     "Copied",
+    "CopyRefused",
     "KeyEntry",
     "LogPace",
     "OperableStore",
     "Purged",
+    "Released",
     "copy_store",
     "expired_before",
     "next_window",
@@ -146,6 +171,24 @@ class Copied:
     keys_present: int
     approvals: int
     approvals_present: int
+
+
+class CopyRefused(Exception):
+    """:func:`copy_store` would make a second write possible (the source has open claims, or
+    changed during the copy) or was asked to copy a store onto itself; its text is one line
+    saying which and what to do."""
+
+
+@dataclass(frozen=True)
+class Released:
+    """What :meth:`OperableStore.release_stale` found: ``outcome`` is ``"released"`` (the
+    stale claim is gone), ``"completed"`` (a completed key: nothing to release),
+    ``"unknown"`` (the store holds no such key) or ``"live"`` (the claim may still be
+    running: left as it is); ``claim`` is the claim released or left (None otherwise)."""
+
+    key: str
+    outcome: str
+    claim: Claim | None
 
 
 #: One purge step: ``(after, before, window) -> (where the window ended, rows deleted, bytes
@@ -236,6 +279,42 @@ class OperableStore(StoreBase):
         before = (self.store_now() if now is None else float(now)) - self.retention_seconds
         keys, approvals = self.purge_before(before)
         return Purged(keys, approvals, before)
+
+    def identity(self) -> tuple[Any, ...]:
+        """What tells this store from another: two stores with the same identity hold the same
+        keys. A store kept in a file (an SQLite store's ``path``) is that file (device and
+        inode, whatever path names it); PostgreSQL's is its server, database and schema; any
+        other store is itself."""
+        path = getattr(self, "path", None)
+        if isinstance(path, str):
+            try:
+                found = os.stat(path)
+            except OSError:
+                return ("file", os.path.realpath(path))
+            return ("file", found.st_dev, found.st_ino)
+        return ("object", id(self))
+
+    def claim_is_stale(self, claim: Claim, now: float) -> bool:
+        """Whether ``claim`` may be taken over at ``now`` (by the store's clock), as the runner
+        judges it: not running in this process, and its lease passed or its owner known gone."""
+        return self._is_stale(claim, now)
+
+    def release_stale(self, key: str) -> Released:
+        """Clear ``key``'s claim if it is stale (see the module docstring), in one atomic
+        section; a completed key, a key the store does not hold and a live claim are left
+        as they are (the :class:`Released` says which). Raises ``StoreError``."""
+        with self.transaction(write=True) as tx:
+            tx.lock(key)
+            if tx.result(key) is not None:
+                return Released(key, "completed", None)
+            claim = tx.claim(key)
+            if claim is None:
+                return Released(key, "unknown", None)
+            if not self.claim_is_stale(claim, tx.now()):
+                return Released(key, "live", claim)
+            tx.delete_claim(key, claim.token)
+        let_go(claim.token)
+        return Released(key, "released", claim)
 
     def entries(self, page: int = 1000) -> Iterator[KeyEntry]:
         """Every key in key order, read ``page`` at a time (a long listing holds nothing)."""
@@ -334,18 +413,77 @@ def expired_before(record: str, before: float) -> bool:
 
 def copy_store(source: OperableStore, target: OperableStore, *, batch: int = 1000) -> Copied:
     """Copy every key and approval of ``source`` that ``target`` does not hold (see the
-    module docstring); ``source`` is left as it is. Raises ``StoreError``."""
+    module docstring); ``source`` is left as it is. Raises :class:`CopyRefused` (the store
+    onto itself, open claims in the source: nothing written; a source that changed during
+    the copy) and ``StoreError``."""
+    if source is target or source.identity() == target.identity():
+        raise CopyRefused("the target is the source itself (the same store): nothing to copy;"
+                          " give --to the new store")
     target.key_page(None, 1)  # a target that cannot be used fails before anything is read
-    keys = present = 0
+    survey = _survey(source, batch)
+    if survey.open_claims:
+        count = survey.open_claims
+        raise CopyRefused(
+            f"{count} open claim{'s' if count != 1 else ''} (a write running now, its lease not"
+            " passed and its owner not gone): nothing was copied; stop the workers on this"
+            " store and copy again once the claims end (a stale claim is copied as it is)")
+    keys = present = batches = 0
     for chunk in _chunks(source.entries(batch), batch):
+        if batches >= len(survey.key_batches) or _digest(chunk) != survey.key_batches[batches]:
+            _changed(keys, 0)  # before this batch is written
         added = target.add_keys(chunk)
         keys += added
         present += len(chunk) - added
+        batches += 1
+    if batches != len(survey.key_batches):
+        _changed(keys, 0)
     approvals = source.approval_page()
+    if _digest(approvals) != survey.approvals:
+        _changed(keys, 0)
     approvals_added = 0
     for part in _chunks(iter(approvals), batch):
         approvals_added += target.add_approvals(part)
+    after = _survey(source, batch)
+    if (after.key_batches, after.approvals) != (survey.key_batches, survey.approvals):
+        _changed(keys, approvals_added)
     return Copied(keys, present, approvals_added, len(approvals) - approvals_added)
+
+
+@dataclass(frozen=True)
+class _Survey:
+    open_claims: int
+    key_batches: list[str]  # a digest of each batch of keys, in key order
+    approvals: str  # a digest of every approval record
+
+
+def _survey(store: OperableStore, batch: int) -> _Survey:
+    """One read of ``store``: its open claims, and a digest of each batch of keys and of the
+    approvals (what a copy compares to see whether the store changed meanwhile)."""
+    now = store.store_now()
+    open_claims = 0
+    digests: list[str] = []
+    for chunk in _chunks(store.entries(batch), batch):
+        digests.append(_digest(chunk))
+        open_claims += sum(1 for entry in chunk
+                           if entry.claim is not None and not store.claim_is_stale(entry.claim, now))
+    return _Survey(open_claims, digests, _digest(store.approval_page()))
+
+
+def _digest(records: list[Any]) -> str:
+    """A digest of key or approval entries, each whole (every field, in order)."""
+    digest = hashlib.blake2b(digest_size=16)
+    for record in records:
+        digest.update(repr(record).encode("utf-8", "backslashreplace"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _changed(keys: int, approvals: int) -> None:
+    written = ("nothing was copied" if not keys and not approvals else
+               f"{keys} keys and {approvals} approvals copied so far stay in the target")
+    raise CopyRefused(
+        f"the store changed during the copy (a worker is still using it): {written}; stop"
+        " every worker on it and copy again (what the target holds already is kept)")
 
 
 def _chunks(items: Iterator[Any], size: int) -> Iterable[list[Any]]:

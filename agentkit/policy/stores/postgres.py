@@ -107,11 +107,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentkit.boundary.errors import ErrorCode, failure
+from agentkit.policy.stores.address import scrub
 from agentkit.policy.stores.algorithm import (
     CLAIMED,
     Claim,
     Result,
     StoreError,
+    check_claim,
     let_go,
     loads,
     record_text,
@@ -218,6 +220,23 @@ _UNTRUNCATED = (
     " AND NOT coalesce(c.reloptions && ARRAY['vacuum_truncate=false', 'vacuum_truncate=off'], false)"
     " AND current_setting('server_version_num')::int >= 120000"
     " ORDER BY c.relname"
+)
+
+
+# Whether the search path holds an agentkit store, and what the first schema holds else.
+_AGENTKIT_HERE = (
+    "SELECT to_regclass('agentkit_schema') IS NOT NULL, current_schema(),"
+    " coalesce((SELECT array_agg(c.relname::text ORDER BY c.relname) FROM pg_class AS c"
+    " JOIN pg_namespace AS n ON n.oid = c.relnamespace"
+    " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'f')),"
+    " ARRAY[]::text[])"
+)
+# A store's identity: the server (when its postmaster started, to the microsecond: any
+# role may read it), the database, and the schema that holds its keys.
+_IDENTITY = (
+    "SELECT pg_postmaster_start_time()::text, current_database(),"
+    " (SELECT n.nspname::text FROM pg_class AS c JOIN pg_namespace AS n"
+    " ON n.oid = c.relnamespace WHERE c.oid = to_regclass('agentkit_keys'))"
 )
 
 
@@ -345,7 +364,7 @@ class PostgresTransaction:
 
     def __init__(self, conn: psycopg.Connection[Any], pipe: psycopg.Pipeline | None) -> None:
         self._c = conn
-        self._pipe = pipe  # None: a read, each statement sent and answered at once
+        self._pipe = pipe  # None: each statement sent and answered at once
         self._row: tuple[str, tuple[Any, ...]] | None = None  # (key, _ENTRY row)
         self.claimed = False  # took a claim: its commit must wait for the WAL flush
 
@@ -361,6 +380,11 @@ class PostgresTransaction:
             assert row is not None
             self._row = (key, row)
         return self._row[1]
+
+    @property
+    def connection(self) -> psycopg.Connection[Any]:
+        """The ``psycopg`` connection inside this transaction (``%s`` placeholders)."""
+        return self._c
 
     def now(self) -> float:
         if self._row is None:
@@ -450,6 +474,13 @@ class PostgresIdempotencyStore(OperableStore):
     is how long :meth:`purge` keeps a completed key, by the database's clock. Nothing
     connects until the first call, so a runner can be made while the server is still down. The steps have async twins (``aclaim``,
     ``acomplete``, …) on psycopg's async connection pool.
+
+    ``create_tables=False`` is the operator's mode (``agentkit keys``, ``agentkit
+    approvals``, through :func:`~agentkit.policy.stores.address.open_existing_store`): the
+    database must hold agentkit's tables already (``agentkit_schema`` in the search path);
+    a database or schema without them is refused on first use with :class:`StoreError`
+    naming what it holds, and nothing is created there (a store of release 1 is still
+    migrated in place).
     """
 
     read_before_claim = False  # the claiming statement reads the row anyway
@@ -463,6 +494,7 @@ class PostgresIdempotencyStore(OperableStore):
         connect_timeout_seconds: float = 5.0,
         busy_timeout_seconds: float = BUSY_TIMEOUT_SECONDS,
         retention_seconds: float | None = DEFAULT_RETENTION_SECONDS,
+        create_tables: bool = True,
     ) -> None:
         super().__init__(claim_ttl_seconds, retention_seconds)
         try:
@@ -482,6 +514,7 @@ class PostgresIdempotencyStore(OperableStore):
             raise ValueError("busy_timeout_seconds must be > 0")
         self._dsn = dsn
         self.address = shown_address(dsn)
+        self.create_tables = bool(create_tables)
         self.connect_timeout_seconds = float(connect_timeout_seconds)
         self.busy_timeout_seconds = busy
         self.pool_size = pool_size
@@ -532,7 +565,7 @@ class PostgresIdempotencyStore(OperableStore):
 
     def _reason(self, exc: BaseException) -> str:
         text = str(exc).strip().splitlines()
-        reason = f"{type(exc).__name__}: {text[0] if text else 'no detail'}"
+        reason = f"{type(exc).__name__}: {scrub(text[0], self._dsn) if text else 'no detail'}"
         state = getattr(exc, "sqlstate", None)
         if state == "55P03":  # lock_timeout
             reason += (f" (a lock held by another session for more than busy_timeout,"
@@ -604,9 +637,9 @@ class PostgresIdempotencyStore(OperableStore):
     def _unreachable(self) -> StoreError:
         """No connection within the bound: the outage is logged once (the calls stay busy)."""
         waited = self.connect_timeout_seconds
-        outage_begins(self.address, waited)
+        outage_begins(self.address, waited, self._dsn)
         return StoreError(f"{self.address}: no connection within {waited:g} s"
-                          f" ({why_unreachable(self.address)})")
+                          f" ({why_unreachable(self.address, self._dsn)})")
 
     def _ensure_schema(self, conn: psycopg.Connection[Any]) -> None:
         """Create the tables once, or migrate older ones, under an advisory lock; refuse a
@@ -615,6 +648,8 @@ class PostgresIdempotencyStore(OperableStore):
             return
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            if not self.create_tables:
+                self._refuse_unless_agentkit(conn)
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS agentkit_schema ("
                 " version integer NOT NULL,"
@@ -638,6 +673,28 @@ class PostgresIdempotencyStore(OperableStore):
             for table in _untruncated(conn):
                 conn.execute(f"ALTER TABLE {table} SET (vacuum_truncate = off)")
         self._schema_ready = True
+
+    def _refuse_unless_agentkit(self, conn: psycopg.Connection[Any]) -> None:
+        """``create_tables=False``: refuse, before anything is created, a database whose
+        search path holds no agentkit store (read only; the caller's transaction)."""
+        row = conn.execute(_AGENTKIT_HERE).fetchone()
+        assert row is not None
+        has_schema_table, schema, tables = row
+        if has_schema_table:
+            return
+        held = (f"schema {schema} holds tables {sorted(tables)[:8]}"
+                + (" …" if len(tables) > 8 else "")) if tables else (
+            f"schema {schema} holds no tables" if schema else "no schema in its search path")
+        raise StoreError(f"{self.address}: not an agentkit store ({held}, no agentkit_schema);"
+                         " give the store a runner or serve-mcp made, nothing was created here")
+
+    def identity(self) -> tuple[Any, ...]:
+        """The server (its start time), database and schema whose ``agentkit_keys`` this
+        store uses: two stores with the same identity are one store."""
+        with self._connection(durable=False) as conn:
+            row = conn.execute(_IDENTITY).fetchone()
+        assert row is not None
+        return ("postgresql", *row)
 
     @contextmanager
     def transaction(
@@ -667,6 +724,28 @@ class PostgresIdempotencyStore(OperableStore):
             if relaxed and tx.claimed:
                 conn.execute("SET LOCAL synchronous_commit = on")
             conn.execute("COMMIT")  # sent with the pipeline's closing sync
+
+    holds_effects = True
+
+    @contextmanager
+    def effect_transaction(self, key: str, token: str) -> Iterator[PostgresTransaction]:
+        """One transaction, not pipelined (the handler's statements are answered as they
+        run), committed with the WAL flush, under the key's advisory lock: a transactional
+        handler's effect and the key's result (see
+        :meth:`~agentkit.policy.stores.algorithm.StoreBase.effect_transaction`)."""
+        import psycopg
+
+        with self._connection() as conn:
+            conn.execute("BEGIN")
+            tx = PostgresTransaction(conn, None)
+            try:
+                check_claim(tx, key, token)
+                yield tx
+            except BaseException:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
 
     # ---- the steps: a new key in two round trips (claim, complete), a replay in one
 
@@ -807,7 +886,7 @@ class PostgresIdempotencyStore(OperableStore):
                 f" (all {self.pool_size} in use)"
             ) from exc
         except psycopg.Error as exc:
-            outage_begins(self.address, self.connect_timeout_seconds)
+            outage_begins(self.address, self.connect_timeout_seconds, self._dsn)
             raise StoreError(
                 f"{self.address}: cannot connect ({self._reason(exc)}; is the server up and"
                 " reachable?)"

@@ -18,6 +18,8 @@ import time
 import weakref
 from typing import Any
 
+from agentkit.policy.stores.address import libpq_reading, scrub
+
 __all__ = ["PoolNoise", "outage_begins", "outage_ends", "outages", "pool_name",
            "retired", "shown_address", "why_unreachable"]
 
@@ -69,19 +71,25 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def why_unreachable(address: str) -> str:
-    return _last_failure.get(address) or "is the server up and reachable?"
+def why_unreachable(address: str, dsn: str = "") -> str:
+    """Why the last connection attempt to ``address`` failed (libpq's words, without anything
+    of ``dsn``'s password)."""
+    reason = _last_failure.get(address)
+    if not reason:
+        return "is the server up and reachable?"
+    return scrub(reason, dsn) if dsn else reason
 
 
-def outage_begins(address: str, waited: float) -> None:
-    """Log the outage once, when the first call finds no connection."""
+def outage_begins(address: str, waited: float, dsn: str = "") -> None:
+    """Log the outage once, when the first call finds no connection (the reason scrubbed of
+    ``dsn``'s password)."""
     with _outage_lock:
         if address in outages:
             return
         outages[address] = time.monotonic()
     logger.warning(
         "%s: unreachable, no connection within %g s (%s); calls answer busy and run nothing"
-        " until it answers again", address, waited, why_unreachable(address),
+        " until it answers again", address, waited, why_unreachable(address, dsn),
     )
 
 
@@ -96,14 +104,41 @@ def outage_ends(address: str) -> None:
 
 
 def shown_address(dsn: str) -> str:
-    """The DSN as logs may show it: never the password."""
-    try:
-        from psycopg.conninfo import conninfo_to_dict
+    """The DSN as logs, errors and ``repr`` show it: ``postgresql://user@host:port/dbname``,
+    never the password, nor any of what a person typed as one.
 
-        parts = conninfo_to_dict(dsn)
-    except Exception:  # an unparsable DSN is reported by connect, not here
-        return "postgresql://<unparsable dsn>"
+    libpq's reading names the parts, unless the URL holds text that libpq does not read as
+    the password but a person may have typed as one: a raw ``@`` or ``/`` in it
+    (``postgresql://u:p/w@host/db`` is, to libpq, the host ``u``, the port ``p`` and the
+    database ``w@host/db``). Then the parts are the URL's as typed: the user, and what
+    follows its last ``@`` up to the query."""
+    parts = libpq_reading(dsn)
+    if parts is None:  # an unparsable DSN is reported by connect, not here
+        return "postgresql://<unparsable-dsn>"
+    text = str(dsn)
+    typed = _typed_user_and_server(text)
+    if typed is not None:
+        return typed
     user = f"{parts['user']}@" if parts.get("user") else ""
-    host = parts.get("host") or "localhost"
-    port = f":{parts['port']}" if parts.get("port") else ""
-    return f"postgresql://{user}{host}{port}/{parts.get('dbname') or ''}"
+    port = parts.get("port", "")
+    port = f":{port}" if port.strip(",") else ""
+    return f"postgresql://{user}{parts.get('host') or 'localhost'}{port}/{parts.get('dbname', '')}"
+
+
+def _typed_user_and_server(text: str) -> str | None:
+    """``postgresql://user@server`` as typed, when the URL's password (from the user's ``:``
+    to its last ``@``) is not what libpq reads as one; None when it is (or there is none)."""
+    start = text.find("://")
+    if start < 0:
+        return None
+    rest = text[start + 3:]
+    last_at = rest.rfind("@")
+    colon = rest.find(":", 0, last_at) if last_at >= 0 else -1
+    if colon < 0:
+        return None  # no password typed in the URL's user part
+    first = min((i for i in (rest.find("@"), rest.find("/")) if i >= 0), default=-1)
+    if first == last_at:
+        return None  # libpq reads the same user part: its parts hold nothing of the password
+    server = rest[last_at + 1:].split("?", 1)[0]
+    user = rest[:colon]
+    return f"postgresql://{user + '@' if user else ''}{server}"

@@ -1,18 +1,31 @@
 """The SQLite store: durable across restarts, safe between processes on one machine.
 
-SQLite durability (``PRAGMA synchronous``)
-    The file runs in WAL mode: readers never block the writer, and a process killed at any
-    point leaves the database consistent. With ``synchronous=NORMAL`` (the default here) a
-    commit survives a crash of the *process* but the last commits may be lost if the
-    *machine* loses power, because the WAL is only fsynced at checkpoints. That is
-    acceptable for reversible writes: a lost claim or result only means the tool's status
-    lookup is asked again, and it re-checks the real output. It is not acceptable for an
-    irreversible write, whose claim must be on disk *before* the message or payment goes
-    out, or a reboot could forget it and send it twice. So the claim of
-    ``run_once(..., full_sync=True)`` and every approval write commit with
-    ``synchronous=FULL`` (fsync at every commit), on connections kept at that level (a pool
-    per level: nothing is toggled per call). The result's commit need not be flushed: a
-    power cut that loses it leaves the durable claim, and the status lookup settles the key.
+Journal mode and durability (:func:`journal_choice`)
+    SQLite 3.7.0 to 3.51.2 has the WAL-reset bug (https://sqlite.org/wal.html#walresetbug;
+    fixed in 3.51.3, and in 3.44.6 and 3.50.7 of those lines): two connections checkpointing
+    while a third commits can corrupt a WAL database, and this store opens a connection per
+    thread and per process. So the linked SQLite decides the journal, once, in
+    :func:`journal_choice`:
+
+    - an affected SQLite (Debian 12's 3.40.1, for one) runs a rollback journal
+      (``journal_mode=TRUNCATE``), with no WAL and no checkpoints at all, and every
+      connection at ``synchronous=FULL`` (in a rollback journal, NORMAL saves nothing
+      measurable and may corrupt the file in a power cut on older file systems);
+    - a fixed SQLite runs WAL: readers never block the writer; claims and approvals commit on
+      connections at ``synchronous=FULL`` (fsync at every commit), results, freed and
+      abandoned claims on connections at ``synchronous=NORMAL`` (a pool per level: nothing
+      is toggled per call).
+
+    Either way every claim, reversible or irreversible, is on disk before its handler runs:
+    a claim a power cut forgot would let the write run again. The result's commit need not
+    be flushed (WAL): a power cut that loses it leaves the durable claim, and the status
+    lookup settles the key. What it costs (``make bench``, 2 vCPUs): a new key is two
+    commits; with a rollback journal each is about 1 ms of fsyncs (the journal, the file,
+    the journal's truncation), where WAL at NORMAL wrote a claim in tens of microseconds
+    and flushed nothing. A file left in WAL by an older release (or by a fixed SQLite) is
+    switched to the rollback journal when a store on an affected SQLite opens it; that
+    needs every other connection to the file closed (stop the old workers first), and is
+    retried for ``busy_timeout`` like any lock.
 
 SQLite concurrency and cost
     One row per key (``keys``): a claim while ``result`` is NULL, a completed key once it is
@@ -62,6 +75,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from agentkit.policy.stores.algorithm import (
@@ -69,6 +83,7 @@ from agentkit.policy.stores.algorithm import (
     Claim,
     Result,
     StoreError,
+    check_claim,
     let_go,
 )
 from agentkit.policy.stores.operations import (
@@ -83,8 +98,8 @@ from agentkit.policy.stores.operations import (
 from agentkit.policy.stores.owner import owner_gone, this_process
 
 __all__ = [
-    "BUSY_TIMEOUT_SECONDS", "PURGE_PAUSE_SECONDS", "SCHEMA_VERSION", "SQLiteIdempotencyStore",
-    "SQLiteTransaction",
+    "BUSY_TIMEOUT_SECONDS", "PURGE_PAUSE_SECONDS", "SCHEMA_VERSION", "WAL_RESET_FIXED",
+    "JournalChoice", "SQLiteIdempotencyStore", "SQLiteTransaction", "journal_choice",
 ]
 
 logger = logging.getLogger("agentkit.policy.stores")
@@ -102,6 +117,47 @@ PURGE_PAUSE_SECONDS = 0.025
 #: a ``results`` and a ``claims`` table) is migrated in place when a store opens the file;
 #: a file with a higher version is refused.
 SCHEMA_VERSION = 2
+
+#: The first release of each SQLite line with the WAL-reset fix
+#: (https://sqlite.org/wal.html#walresetbug): 3.51.3 and every later release, and the
+#: backports 3.44.6 and 3.50.7. Every release from 3.7.0 (the first with WAL) up to 3.51.2
+#: that is not one of these backports has the bug.
+WAL_RESET_FIXED = ((3, 44, 6), (3, 50, 7), (3, 51, 3))
+
+
+@dataclass(frozen=True)
+class JournalChoice:
+    """How the store runs the file on one SQLite: the ``journal_mode``, the ``synchronous``
+    of the connections that commit claims and approvals (``claims``) and of those that
+    commit results, freed and abandoned claims (``results``), and why."""
+
+    journal_mode: str
+    claims: str
+    results: str
+    why: str
+
+
+def journal_choice(version: tuple[int, ...] | None = None) -> JournalChoice:
+    """The one decision of the journal: WAL only on a SQLite without the WAL-reset bug.
+
+    ``version`` is a SQLite version (default: the linked one, ``sqlite3.sqlite_version_info``).
+    On an affected SQLite a rollback journal (``TRUNCATE``: the journal is emptied, not
+    deleted, after each commit, a little cheaper than ``DELETE``) has no WAL, so no
+    checkpoint can race a commit, and every connection runs ``synchronous=FULL``. On a fixed
+    one, WAL, with claims committed at ``FULL`` and results at ``NORMAL``. Either way a claim
+    is on disk before its handler runs."""
+    found = tuple(sqlite3.sqlite_version_info if version is None else version)[:3]
+    fixed = found >= WAL_RESET_FIXED[-1] or any(
+        found[:2] == line[:2] and found >= line for line in WAL_RESET_FIXED[:-1])
+    shown = ".".join(str(part) for part in found)
+    if fixed:
+        return JournalChoice("wal", "FULL", "NORMAL", f"SQLite {shown} has the WAL-reset fix")
+    return JournalChoice(
+        "truncate", "FULL", "FULL",
+        f"SQLite {shown} has the WAL-reset bug (fixed in 3.51.3, 3.50.7, 3.44.6): a rollback"
+        " journal, every commit flushed",
+    )
+
 
 # One row per key: a claim (token set, result NULL) or a completed result (token NULL), so a
 # new key costs one INSERT to claim and one UPDATE to complete. Keyed by its text key alone:
@@ -179,6 +235,11 @@ class SQLiteTransaction:
     def __init__(self, conn: sqlite3.Connection, clock: Callable[[], float]) -> None:
         self._c = conn
         self._clock = clock
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The ``sqlite3`` connection inside this transaction (``?`` placeholders)."""
+        return self._c
 
     def now(self) -> float:
         return self._clock()
@@ -356,14 +417,19 @@ class SQLiteIdempotencyStore(OperableStore):
         if not self.busy_timeout_seconds >= 0:
             raise ValueError("busy_timeout_seconds must be >= 0")
         _check_path(self.path)
+        #: The journal mode and the ``synchronous`` levels of the linked SQLite (see
+        #: :func:`journal_choice`: a rollback journal where WAL has the WAL-reset bug).
+        self.journal = journal_choice()
         self._pool_lock = threading.Lock()
         # A dedicated pool per durability level: a connection's ``synchronous`` is set once,
-        # never toggled per call. False: NORMAL; True: FULL (claims of full_sync calls, approvals).
+        # never toggled per call. True: the claims' level (claims, approvals); False: the
+        # results' level (results, freed and abandoned claims, reads). Where both levels are
+        # one (a rollback journal: FULL), every step uses the one pool, False.
         self._idle: dict[bool, list[sqlite3.Connection]] = {False: [], True: []}
         self._inherited: list[sqlite3.Connection] = []
         self._pid = this_process()[0]
         self._closed = False
-        conn = self._connect(full_sync=False)
+        conn = self._connect(full_sync=False, set_journal=False)  # _setup sets it, retrying
         try:
             self._setup(conn)
         except sqlite3.Error as exc:
@@ -375,7 +441,16 @@ class SQLiteIdempotencyStore(OperableStore):
         self._idle[False].append(conn)
         self._file = _identity(self.path)  # the file this store's connections have open
 
-    def _connect(self, *, full_sync: bool) -> sqlite3.Connection:
+    def _pool(self, full_sync: bool) -> bool:
+        """The pool of a step that asks for the claims' level (``full_sync``) or not: True
+        only where that level differs from the results' (WAL)."""
+        return full_sync and self.journal.claims != self.journal.results
+
+    def _connect(self, *, full_sync: bool, set_journal: bool = True) -> sqlite3.Connection:
+        """A connection at the claims' level (``full_sync``) or the results'. A rollback
+        journal is each connection's own setting (WAL is the file's): it is set here, and a
+        connection that cannot have it (the file put back in WAL by another process that
+        still has it open) is refused."""
         try:
             conn = sqlite3.connect(
                 self.path,
@@ -387,7 +462,21 @@ class SQLiteIdempotencyStore(OperableStore):
             raise StoreError(f"{self.path}: cannot open the database ({exc})") from exc
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_seconds * 1000)}")
-            conn.execute(f"PRAGMA synchronous = {'FULL' if full_sync else 'NORMAL'}")
+            journal = self.journal
+            if set_journal and journal.journal_mode != "wal":
+                conn.execute("PRAGMA schema_version").fetchone()  # read the header: WAL?
+                try:
+                    mode = conn.execute(f"PRAGMA journal_mode = {journal.journal_mode}").fetchone()[0]
+                except sqlite3.OperationalError as exc:
+                    mode = f"wal ({exc})"
+                if str(mode).lower() != journal.journal_mode:
+                    conn.close()
+                    raise StoreError(
+                        f"{self.path}: the file was put back in WAL mode by a process that"
+                        f" still has it open (an older agentkit?); this store runs"
+                        f" journal_mode={journal.journal_mode} ({journal.why}): stop it"
+                    )
+            conn.execute(f"PRAGMA synchronous = {journal.claims if full_sync else journal.results}")
         except sqlite3.Error as exc:
             conn.close()
             if _is_locked(exc):
@@ -402,24 +491,44 @@ class SQLiteIdempotencyStore(OperableStore):
         return str(exc)
 
     def _setup(self, conn: sqlite3.Connection) -> None:
-        """WAL, and the tables at this version (created, or migrated in place); retried
-        because processes opening a new file at once may deadlock.
+        """The journal of :func:`journal_choice`, and the tables at this version (created,
+        or migrated in place); retried because processes opening a new file at once may
+        deadlock.
 
         Switching to WAL needs an exclusive lock, and SQLite answers "locked" at once,
-        without waiting, when two connections would otherwise wait for each other.
+        without waiting, when two connections would otherwise wait for each other. Leaving
+        WAL (a file an older release, or a fixed SQLite, left in WAL) needs every other
+        connection to the file closed: "locked" until then, retried for ``busy_timeout``.
         """
+        wanted = self.journal.journal_mode
         deadline = time.monotonic() + self.busy_timeout_seconds
         while True:
             try:
-                # Before WAL: someone else's file is left as it was. One read transaction, so
-                # that a store another process is creating is seen whole or not at all.
+                # Before the journal: someone else's file is left as it was. One read
+                # transaction, so that a store another process is creating is seen whole or
+                # not at all.
                 conn.execute("BEGIN")
                 try:
                     self._refuse_foreign(conn)
                 finally:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                was = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+                try:
+                    mode = str(conn.execute(f"PRAGMA journal_mode = {wanted}").fetchone()[0])
+                except sqlite3.OperationalError as exc:
+                    if was == "wal" and wanted != "wal" and _is_locked(exc) \
+                            and time.monotonic() > deadline:
+                        raise StoreError(
+                            f"{self.path}: the file is in WAL mode and another process has it"
+                            f" open, so it cannot be switched to journal_mode={wanted}"
+                            f" ({self.journal.why}); stop the processes that use it (an older"
+                            " agentkit) and open the store again"
+                        ) from exc
+                    raise
+                if was == "wal" and mode.lower() != "wal":
+                    logger.info("%s: switched from WAL to journal_mode=%s (%s)",
+                                self.path, mode, self.journal.why)
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     self._create_or_migrate(conn)
@@ -432,9 +541,10 @@ class SQLiteIdempotencyStore(OperableStore):
                 if not _is_locked(exc) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.02)
-        if str(mode).lower() != "wal":
+        if mode.lower() != wanted:
             logger.warning(
-                "%s: WAL unavailable (journal_mode=%s); readers will wait", self.path, mode
+                "%s: journal_mode=%s unavailable (journal_mode=%s); readers will wait",
+                self.path, wanted, mode,
             )
 
     def _refuse_foreign(self, conn: sqlite3.Connection) -> set[str]:
@@ -483,15 +593,15 @@ class SQLiteIdempotencyStore(OperableStore):
                     self._inherited.extend(idle)
                     idle.clear()
                 self._pid = this_process()[0]
-            idle = self._idle[full_sync]
+            idle = self._idle[self._pool(full_sync)]
             if idle:
                 return idle.pop()
-        return self._connect(full_sync=full_sync)
+        return self._connect(full_sync=self._pool(full_sync))
 
     def _checkin(self, conn: sqlite3.Connection, *, healthy: bool, full_sync: bool = False) -> None:
         with self._pool_lock:
             if healthy and not self._closed and self._pid == this_process()[0]:
-                self._idle[full_sync].append(conn)
+                self._idle[self._pool(full_sync)].append(conn)
                 return
         conn.close()
 
@@ -559,6 +669,17 @@ class SQLiteIdempotencyStore(OperableStore):
             if write:
                 conn.execute("COMMIT")
 
+    holds_effects = True
+
+    @contextmanager
+    def effect_transaction(self, key: str, token: str) -> Iterator[SQLiteTransaction]:
+        """One ``BEGIN IMMEDIATE`` transaction committed at the claims' level (durable), for
+        a transactional handler's effect and the key's result (see
+        :meth:`~agentkit.policy.stores.algorithm.StoreBase.effect_transaction`)."""
+        with self.transaction(write=True, full_sync=True) as tx:
+            check_claim(tx, key, token)
+            yield tx
+
     # ---- the steps: a new key is one INSERT, its completion one UPDATE
 
     def claim(
@@ -572,30 +693,42 @@ class SQLiteIdempotencyStore(OperableStore):
 
         The INSERT of a key that has a row writes nothing (and so flushes nothing), but waits
         for the write lock like any writer. When it cannot write at all (a full disk, a lock
-        held past ``busy_timeout``), a completed key is still replayed from a read."""
+        held past ``busy_timeout``), a completed key is still replayed from a read.
+
+        Every claim commits at the claims' level (``synchronous=FULL``), ``full_sync`` or
+        not: a claim a power cut forgot would let its write run again."""
         self._same_file()
         now = self.clock()
         mine = self.new_claim(fingerprint, now, ttl)
-        conn = self._checkout(full_sync)  # (no context manager: this is the hot path)
+        conn = self._checkout(True)  # (no context manager: this is the hot path)
         try:
             if conn.execute(_INSERT_CLAIM, (key, *_claim_row(mine), now)).rowcount == 1:
-                self._checkin(conn, healthy=True, full_sync=full_sync)
+                self._checkin(conn, healthy=True, full_sync=True)
                 return (CLAIMED, mine)
             row = conn.execute(_ENTRY, (key,)).fetchone()
         except sqlite3.Error as exc:
             stored = _readable_result(conn, key)
             if stored is None:
-                self._failed(conn, exc, full_sync)
-            self._checkin(conn, healthy=True, full_sync=full_sync)  # it read: it works
+                self._failed(conn, exc, True)
+            self._checkin(conn, healthy=True, full_sync=True)  # it read: it works
             return self._replay(stored, fingerprint)
-        self._checkin(conn, healthy=True, full_sync=full_sync)
+        self._checkin(conn, healthy=True, full_sync=True)
         if row is not None and row[0] is not None:
             return self._replay((row[1], row[0]), fingerprint)
         return self.claim_carefully(key, fingerprint, ttl, may_take_over, full_sync)
 
+    def claim_carefully(
+        self, key: str, fingerprint: str | None, ttl: float, may_take_over: bool,
+        full_sync: bool,
+    ) -> Result | tuple[str, Claim]:
+        """The careful path, committed at the claims' level whatever ``full_sync`` says: a
+        claim taken over is a claim too."""
+        return super().claim_carefully(key, fingerprint, ttl, may_take_over, True)
+
     def complete(self, key: str, mine: Claim, result: Result, full_sync: bool = False) -> None:
-        """One UPDATE on the claim's row, at NORMAL even for ``full_sync`` (only the claim
-        needs the fsync: a result lost in a power cut leaves the claim for the lookup)."""
+        """One UPDATE on the claim's row, at the results' level even for ``full_sync`` (WAL:
+        NORMAL; only the claim needs the fsync: a result lost in a power cut leaves the claim
+        for the lookup)."""
         text = self.result_text(key, mine, result)
         conn = self._checkout(False)
         try:
@@ -679,14 +812,15 @@ class SQLiteIdempotencyStore(OperableStore):
             pending=self.approval_page(PENDING),
             delete_pending=self._delete_pending,
             pause=PURGE_PAUSE_SECONDS,
-            tidy=self._checkpoint,
+            tidy=self._checkpoint if self.journal.journal_mode == "wal" else None,
         )
 
     def _checkpoint(self) -> None:
         """Copy the log into the database (a passive checkpoint: it waits for nobody, and no
         writer waits for it), so that while a purge runs, the log (its own and the claims')
         is checkpointed by the purge, never by the commit of a claim that happens to cross
-        SQLite's 1,000-page threshold (a checkpoint ends in an fsync)."""
+        SQLite's 1,000-page threshold (a checkpoint ends in an fsync). WAL only: a rollback
+        journal has no log to copy."""
         with self._connection(False) as conn:
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
