@@ -23,15 +23,12 @@ meets it in the first cell of notebook 08 or 10).
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import json
 from typing import Any
 
 from agentkit.boundary.errors import ErrorCode, failure
 from agentkit.boundary.schema import MAX_DEPTH
 from agentkit.policy.runner import ToolRunner
-from agentkit.policy.steps import Policy
 
 
 class MissingFramework(ModuleNotFoundError):
@@ -137,11 +134,4 @@ def task_runner(runner: ToolRunner, task_id: Any) -> ToolRunner:
     name = task_id if isinstance(task_id, str) else str(task_id)
     if not name or name == runner.context.task_id:
         return runner
-    # The runner's policy is its steps over (registry, store, budget, context, backoff,
-    # approvals, observers): the twin's is the same over the conversation's context.
-    policy = runner._policy
-    twin = copy.copy(runner)
-    twin._policy = Policy(policy.registry, policy.store, policy.budget,
-                          dataclasses.replace(policy.context, task_id=name), policy.backoff,
-                          policy.approvals, policy.observers)
-    return twin
+    return runner.for_task(name)

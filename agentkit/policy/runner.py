@@ -12,6 +12,8 @@ is the first of them.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -88,6 +90,26 @@ class ToolRunner:
     @property
     def approvals(self) -> Approvals:
         return self._policy.approvals
+
+    def for_task(self, task_id: str) -> ToolRunner:
+        """This runner for another task (one conversation of a host that serves several):
+        everything shared (registry, store, budget, principal and scopes, backoff, sleeps,
+        clock, approvals, observers and :attr:`trace`) but the context's task id, so that
+        the task's idempotency keys and approvals are its own, and found again by the same
+        task after a restart (docs/design.md#framework-faces). Cheap: a policy object over
+        the shared parts; ``self`` for its own task id."""
+        if not isinstance(task_id, str) or not task_id:
+            raise ValueError("task_id must be a non-empty str")
+        policy = self._policy
+        if task_id == policy.context.task_id:
+            return self
+        twin = copy.copy(self)
+        twin._policy = Policy(
+            policy.registry, policy.store, policy.budget,
+            dataclasses.replace(policy.context, task_id=task_id), policy.backoff,
+            policy.approvals, policy.observers,
+        )
+        return twin
 
     def add_observer(self, observer: Callable[[CallEvent], None]) -> Callable[[], None]:
         """Tell ``observer`` every :class:`~agentkit.policy.events.CallEvent` of every call from

@@ -673,3 +673,25 @@ def test_approve_and_deny_take_the_hosts_call_id(driver: str) -> None:
     assert {r.call_id for r in runner.trace.records} == {"host-1", "host-2"}
     runner.approve(ada["approval_id"], call_id="")  # not usable: the runner names it itself
     assert seen[-1][1].startswith("call-")
+
+
+def test_for_task_shares_everything_but_the_task_id(counted):
+    handler = counted(lambda key, value: "saved")
+    handler.__name__ = "save"
+    spec = ToolSpec("save", "Save.", "reversible_write", 1.0, 1, 100, handler,
+                    parameters={"type": "object", "properties": {"key": {"type": "string"},
+                                                                 "value": {"type": "string"}}})
+    budget = Budget(max_attempts=10)
+    base = ToolRunner(ToolRegistry([spec]), budget=budget,
+                      context=CallContext(task_id="a", principal="ada"), sleep=Sleeps())
+    other = base.for_task("b")
+    assert base.for_task("a") is base
+    assert (other.context.task_id, other.context.principal) == ("b", "ada")
+    assert other.store is base.store and other.budget is budget and other.trace is base.trace
+    assert base.call("save", {"key": "k", "value": "v"})["ok"]
+    assert not other.call("save", {"key": "k", "value": "v"})["replayed"]  # its own key
+    assert base.for_task("b").call("save", {"key": "k", "value": "v"})["replayed"]
+    assert handler.calls == 2 and budget.used == 2
+    assert len(base.trace.records) >= 2
+    with pytest.raises(ValueError):
+        base.for_task("")

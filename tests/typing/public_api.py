@@ -157,6 +157,8 @@ def use_the_api() -> None:
         assert isinstance(declined, NotApplied)
 
         assert current_call() is None  # outside a handler
+        conversation: ToolRunner = ToolRunner(registry, context=context).for_task("conv-2")
+        assert conversation.context.task_id == "conv-2"
         keyed = ToolRegistry([ToolSpec("save_keyed", "Save a note.", "reversible_write", 1.0, 1,
                                        500, save_keyed)])
         saved = ToolRunner(keyed, context=context).call("save_keyed", {"note": "n"})
