@@ -13,13 +13,8 @@ Every store (memory, SQLite, PostgreSQL), both drivers; the handler's real calls
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
-
-import pytest
-from test_stores import Backend  # tests/ is on sys.path (pytest rootdir-relative import)
 
 from agentkit import Budget, CallContext, ToolRegistry, ToolRunner, ToolSpec
 
@@ -47,23 +42,6 @@ def send_invoice_spec(invoices: Invoices) -> ToolSpec:
 
 def other_spec() -> ToolSpec:
     return ToolSpec("lookup", "Look something up.", "read", 5.0, 1, 500, lambda q: q)
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    made = Backend(request.param, tmp_path)
-    yield made
-    made.close()
-
-
-@pytest.fixture(params=["sync", "async"])
-def driver(request: pytest.FixtureRequest) -> Callable[..., dict[str, Any]]:
-    def drive(runner: ToolRunner, operation: str, *args: Any) -> dict[str, Any]:
-        if request.param == "sync":
-            return getattr(runner, operation)(*args)  # type: ignore[no-any-return]
-        return asyncio.run(getattr(runner, "a" + operation)(*args))  # type: ignore[no-any-return]
-
-    return drive
 
 
 def runner_on(store: Any, *specs: ToolSpec, clock: Callable[[], float] = lambda: NOW,

@@ -19,7 +19,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,20 +38,6 @@ FORBIDDEN = {"ok": False, "error": "forbidden", "retryable": False, "attempts": 
              "replayed": False}
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    backend = Backend(request.param, tmp_path)
-    yield backend
-    backend.close()
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def durable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    backend = Backend(request.param, tmp_path)
-    yield backend
-    backend.close()
-
-
 def runner_of(store: Any, workdir: Path, workflow: dict[str, str] | None = None,
               task_id: str = "default") -> ToolRunner:
     runner = ToolRunner(make_registry(workdir), store=store, context=CallContext(task_id=task_id))
@@ -67,8 +52,8 @@ def payments(workdir: Path) -> int:
 # --------------------------------------------------------------------------- the owner
 
 
-def test_every_approval_records_its_task_and_workflow(make_store, tmp_path):
-    store = make_store()
+def test_every_approval_records_its_task_and_workflow(backend, tmp_path):
+    store = backend()
     plain = runner_of(store, tmp_path, task_id="chat-1")
     owned = WorkflowRunners(make_registry(tmp_path), store, None, {}, engine="dbos").get("order-7")
     first = plain.call("send_invoice", {"to": "ana", "cents": 5})["approval_id"]
@@ -80,8 +65,8 @@ def test_every_approval_records_its_task_and_workflow(make_store, tmp_path):
 
 
 def test_a_plain_decision_on_a_workflows_approval_is_refused_and_leaves_it_pending(
-        make_store, tmp_path):
-    store = make_store()
+        backend, tmp_path):
+    store = backend()
     workflow = runner_of(store, tmp_path, DBOS_WF, task_id="order-7")
     approval_id = workflow.call("send_invoice", {"to": "bob", "cents": 7})["approval_id"]
     plain = runner_of(store, tmp_path)
@@ -101,8 +86,8 @@ def test_a_plain_decision_on_a_workflows_approval_is_refused_and_leaves_it_pendi
     assert payments(tmp_path) == 1
 
 
-def test_an_async_plain_decision_is_refused_too(make_store, tmp_path):
-    store = make_store()
+def test_an_async_plain_decision_is_refused_too(backend, tmp_path):
+    store = backend()
     workflow = runner_of(store, tmp_path, DBOS_WF, task_id="order-7")
     approval_id = workflow.call("send_invoice", {"to": "eve", "cents": 3})["approval_id"]
     plain = runner_of(store, tmp_path)
@@ -115,8 +100,8 @@ def test_an_async_plain_decision_is_refused_too(make_store, tmp_path):
     assert payments(tmp_path) == 0
 
 
-def test_a_workflow_that_ended_leaves_none_of_its_approvals_pending(make_store, tmp_path):
-    store = make_store()
+def test_a_workflow_that_ended_leaves_none_of_its_approvals_pending(backend, tmp_path):
+    store = backend()
     workflow = runner_of(store, tmp_path, DBOS_WF, task_id="order-7")
     mine = [workflow.call("send_invoice", {"to": to, "cents": 1})["approval_id"]
             for to in ("a", "b")]
@@ -183,12 +168,12 @@ CASES = [
 
 @pytest.mark.parametrize("driver", ["sync", "async"])
 @pytest.mark.parametrize(("tool", "when", "expected", "paid"), CASES)
-def test_an_approver_killed_mid_payment_is_recovered_at_once(durable, tmp_path, driver, tool,
+def test_an_approver_killed_mid_payment_is_recovered_at_once(sql_backend, tmp_path, driver, tool,
                                                              when, expected, paid):
-    store = durable()
+    store = sql_backend()
     runner = runner_of(store, tmp_path)
     approval_id = runner.call(tool, {"to": "kim", "cents": 9})["approval_id"]
-    Approver(durable, tmp_path, approval_id, when).kill()
+    Approver(sql_backend, tmp_path, approval_id, when).kill()
     assert store.get_approval(approval_id)["state"] == RUNNING  # its lease is minutes away
     assert payments(tmp_path) == (1 if when == "after" else 0)
     # the next approver does not wait out the lease: the owner check sees the process gone
@@ -203,11 +188,11 @@ def test_an_approver_killed_mid_payment_is_recovered_at_once(durable, tmp_path, 
     assert payments(tmp_path) == paid
 
 
-def test_a_live_approver_in_another_process_is_still_in_progress(durable, tmp_path):
-    store = durable()
+def test_a_live_approver_in_another_process_is_still_in_progress(sql_backend, tmp_path):
+    store = sql_backend()
     runner = runner_of(store, tmp_path)
     approval_id = runner.call("send_invoice", {"to": "lou", "cents": 4})["approval_id"]
-    approver = Approver(durable, tmp_path, approval_id, "before")
+    approver = Approver(sql_backend, tmp_path, approval_id, "before")
     try:
         busy = runner.approve(approval_id)
         assert busy["error"] == "in_progress" and busy["retryable"] is True

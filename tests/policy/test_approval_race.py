@@ -11,21 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from test_stores import WAIT, Backend  # tests/ is on sys.path (pytest rootdir-relative import)
+from test_stores import WAIT  # tests/ is on sys.path (pytest rootdir-relative import)
 
 from agentkit import ToolRegistry, ToolRunner, ToolSpec
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    made = Backend(request.param, tmp_path)
-    yield made
-    made.close()
 
 
 class Payment:

@@ -8,12 +8,11 @@ end a real worker process with SIGKILL at each point of the write.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,23 +34,12 @@ WORKER = Path(__file__).with_name("_transactional_worker.py")
 EFFECTS = "CREATE TABLE effects (ref TEXT NOT NULL, note TEXT NOT NULL, key TEXT)"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    made = Backend(request.param, tmp_path)
-    made(claim_ttl_seconds=60).close()  # the store's own tables, before the effect's
-    made.sql(EFFECTS)
-    yield made
-    made.close()
-
-
-@pytest.fixture(params=["sync", "async"])
-def drive(request: pytest.FixtureRequest) -> Callable[..., dict[str, Any]]:
-    def run(runner: ToolRunner, operation: str, *args: Any) -> dict[str, Any]:
-        if request.param == "sync":
-            return getattr(runner, operation)(*args)  # type: ignore[no-any-return]
-        return asyncio.run(getattr(runner, "a" + operation)(*args))  # type: ignore[no-any-return]
-
-    return run
+@pytest.fixture
+def backend(sql_backend: Backend) -> Backend:
+    """A durable store with the effect's table beside its own."""
+    sql_backend(claim_ttl_seconds=60).close()  # the store's own tables, before the effect's
+    sql_backend.sql(EFFECTS)
+    return sql_backend
 
 
 def rows(backend: Backend) -> list[tuple[Any, ...]]:
@@ -140,12 +128,12 @@ def test_the_memory_store_refuses_a_transactional_tool_when_the_runner_is_made()
 # ------------------------------------------------------------------ one commit
 
 
-def test_the_effect_and_the_result_commit_together_and_replay(backend, drive) -> None:
+def test_the_effect_and_the_result_commit_together_and_replay(backend, driver) -> None:
     handler, lookup = Insert(backend), Lookup()
     runner = runner_for(backend, handler, lookup=lookup)
-    first = drive(runner, "call", "insert_effect", dict(ARGS))
+    first = driver(runner, "call", "insert_effect", dict(ARGS))
     assert first["ok"] and json.loads(first["data"]) == {"ref": "r-1", "inserted": 1}
-    again = drive(runner, "call", "insert_effect", dict(ARGS))
+    again = driver(runner, "call", "insert_effect", dict(ARGS))
     assert again["ok"] and again["replayed"] and again["data"] == first["data"]
     key = handler.seen[0].idempotency_key
     assert rows(backend) == [("r-1", "one row per key", key)]
@@ -153,41 +141,41 @@ def test_the_effect_and_the_result_commit_together_and_replay(backend, drive) ->
     assert current_call() is None
 
 
-def test_an_exception_rolls_the_effect_back_and_frees_the_key(backend, drive) -> None:
+def test_an_exception_rolls_the_effect_back_and_frees_the_key(backend, driver) -> None:
     handler, lookup = Insert(backend, fail=RuntimeError("a bug after the insert")), Lookup()
     runner = runner_for(backend, handler, lookup=lookup)
-    failed = drive(runner, "call", "insert_effect", dict(ARGS))
+    failed = driver(runner, "call", "insert_effect", dict(ARGS))
     assert failed["error"] == "tool_failure" and failed["retryable"] is False
     assert rows(backend) == [] and lookup.calls == 0  # rolled back; the store said not done
-    assert drive(runner, "call", "insert_effect", dict(ARGS))["ok"]
+    assert driver(runner, "call", "insert_effect", dict(ARGS))["ok"]
     assert len(rows(backend)) == 1 and handler.calls == 2
 
 
-def test_a_disconnect_inside_the_handler_is_retried_under_the_same_key(backend, drive) -> None:
+def test_a_disconnect_inside_the_handler_is_retried_under_the_same_key(backend, driver) -> None:
     handler = Insert(backend, fail=ConnectionError("the handler's own dependency dropped"))
     runner = runner_for(backend, handler)
-    result = drive(runner, "call", "insert_effect", dict(ARGS))
+    result = driver(runner, "call", "insert_effect", dict(ARGS))
     assert result["ok"] and result["attempts"] == 2
     assert len(rows(backend)) == 1 and handler.calls == 2
     assert handler.seen[0].idempotency_key == handler.seen[1].idempotency_key
 
 
-def test_invalid_input_rolls_back_and_is_the_models_mistake(backend, drive) -> None:
+def test_invalid_input_rolls_back_and_is_the_models_mistake(backend, driver) -> None:
     handler = Insert(backend, fail=InvalidInput("no such ref"))
     runner = runner_for(backend, handler)
-    result = drive(runner, "call", "insert_effect", dict(ARGS))
+    result = driver(runner, "call", "insert_effect", dict(ARGS))
     assert result["error"] == "invalid_arguments" and rows(backend) == []
 
 
-def test_an_approved_irreversible_write_commits_with_its_result(backend, drive) -> None:
+def test_an_approved_irreversible_write_commits_with_its_result(backend, driver) -> None:
     handler = Insert(backend)
     runner = runner_for(backend, handler, effect="irreversible_write")
-    asked = drive(runner, "call", "insert_effect", dict(ARGS))
+    asked = driver(runner, "call", "insert_effect", dict(ARGS))
     assert asked["error"] == "approval_required" and rows(backend) == []
-    approved = drive(runner, "approve", asked["approval_id"])
+    approved = driver(runner, "approve", asked["approval_id"])
     assert approved["ok"] and len(rows(backend)) == 1
-    assert drive(runner, "approve", asked["approval_id"])["ok"]
-    assert drive(runner, "call", "insert_effect", dict(ARGS))["replayed"]
+    assert driver(runner, "approve", asked["approval_id"])["ok"]
+    assert driver(runner, "call", "insert_effect", dict(ARGS))["replayed"]
     assert handler.calls == 1 and len(rows(backend)) == 1
 
 

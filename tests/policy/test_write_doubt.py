@@ -8,11 +8,6 @@ Only :class:`~agentkit.InvalidInput` and :class:`~agentkit.NotApplied` free the 
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
-
 import pytest
 from test_stores import Backend  # tests/ is on sys.path (pytest rootdir-relative import)
 
@@ -60,26 +55,6 @@ def spec_for(ledger: Ledger, effect: str, *, lookup: bool = True) -> ToolSpec:
 
     return ToolSpec("write", "Write one record.", effect, 5.0, 3 if effect == "reversible_write" else 1,
                     500, write, status_lookup=status if lookup else None)
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    made = Backend(request.param, tmp_path)
-    yield made
-    made.close()
-
-
-@pytest.fixture(params=["sync", "async"])
-def driver(request: pytest.FixtureRequest) -> Callable[..., dict[str, Any]]:
-    """``drive(runner, "call", name, arguments)`` / ``drive(runner, "approve", id)``, by either
-    driver: the sync methods, or their async twins run to completion on a fresh loop."""
-
-    def drive(runner: ToolRunner, operation: str, *args: Any) -> dict[str, Any]:
-        if request.param == "sync":
-            return getattr(runner, operation)(*args)  # type: ignore[no-any-return]
-        return asyncio.run(getattr(runner, "a" + operation)(*args))  # type: ignore[no-any-return]
-
-    return drive
 
 
 def runner_on(backend: Backend, spec: ToolSpec, task: str = "t1") -> ToolRunner:
