@@ -16,7 +16,8 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sani
 
 ## A room without network: `make wheelhouse` on a connected machine (same OS and Python as the
 ## room's) fills WHEELS with every wheel `make lab` and `make frameworks` need; copied with the
-## repository, it makes every install below read that folder only, never the network.
+## repository, it makes the learners' installs (pip itself, `make lab`, `make frameworks`) read
+## that folder only, never the network. The developer's install (`make install`) ignores it.
 WHEELS  ?= wheels
 OFFLINE  = $(if $(wildcard $(WHEELS)/*.whl),--no-index --find-links $(WHEELS))
 
@@ -46,8 +47,10 @@ define lab_settings
 endef
 
 # The developer's install: the dev extra holds the notebooks' and the frameworks' extras too.
+# It always reads the index: a wheelhouse (WHEELS) holds the learners' packages only, not the
+# developer tools, so `make install`, `make test` … never look there.
 $(STAMP): pyproject.toml jupyter-config/overrides.json Makefile | $(BIN)/python
-	$(PIP) install --quiet $(OFFLINE) -e '.[dev]'
+	$(PIP) install --quiet -e '.[dev]'
 	$(static_path)
 	$(lab_settings)
 	touch $(STAMP) $(LAB_STAMP) $(FRAMEWORKS_STAMP)

@@ -191,3 +191,13 @@ def test_a_worker_runs_its_atexit_handlers_and_skips_the_teardown(tmp_path: Path
         if case == "worker":
             assert "1 passed" in out.stdout, out.stdout
     assert seen == {"script": ["atexit", "teardown"], "worker": ["atexit"]}
+
+
+def test_a_wheelhouse_serves_the_learners_installs_only(tmp_path: Path) -> None:
+    """The wheelhouse holds what `make lab` and `make frameworks` need, not the developer
+    tools: with one filled, `make install` (and so `make test`) still reads the index."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "pip-99-py3-none-any.whl").write_bytes(b"")
+    installs = pip_installs(make_dry(tmp_path, "test", f"WHEELS={wheels}"))
+    assert installs[-1].endswith("'.[dev]'") and "--no-index" not in installs[-1]
