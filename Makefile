@@ -21,7 +21,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sani
 WHEELS  ?= wheels
 OFFLINE  = $(if $(wildcard $(WHEELS)/*.whl),--no-index --find-links $(WHEELS))
 
-.PHONY: install lab lab-install frameworks wheelhouse test test-unit test-postgres test-notebooks test-browser test-interop test-offline lint typecheck notebooks bench clean handout
+.PHONY: install lab lab-install frameworks wheelhouse test test-unit test-postgres test-notebooks test-browser test-interop test-offline lint typecheck docs notebooks bench clean handout
 
 install: $(STAMP)
 
@@ -141,6 +141,12 @@ lint: install
 ## example, which a user copies as it is ([tool.mypy]).
 typecheck: install
 	$(BIN)/mypy --strict agentkit tests/typing examples/practitioner
+
+## The documentation site (mkdocs.yml: MkDocs, Material, mkdocstrings) into build/site, strict:
+## a broken link, anchor or API reference fails. Offline: no web font, nothing from a CDN at
+## build time (open build/site/index.html from disk). The `docs` extra (in dev) brings the tools.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
 
 ## Re-execute every notebook in order and store its outputs (run before committing).
 notebooks: install

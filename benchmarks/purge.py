@@ -53,9 +53,9 @@ def filled(store: Any, keys: int) -> float:
 
 def bytes_per_key(url: str, store: Any, keys: int) -> float:
     if url.startswith("sqlite:"):
-        import sqlite3
+        import apsw  # the store's own SQLite (a second SQLite library must not share the file)
 
-        conn = sqlite3.connect(store.path)
+        conn = apsw.Connection(store.path)
         try:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             pages, size = (conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_count", "page_size"))

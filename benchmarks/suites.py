@@ -18,7 +18,6 @@ import concurrent.futures
 import itertools
 import json
 import os
-import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -569,9 +568,11 @@ class _Keys:
 
 def _raw_sqlite(path: str, journal_mode: str, synchronous: str) -> Callable[[], Any]:
     """The floor: one INSERT in its own ``BEGIN IMMEDIATE`` transaction (one commit), on a
-    connection of its own to the file at ``path``, in the store's journal mode and at the
-    ``synchronous`` level of its claims."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    connection of its own to the file at ``path`` through the store's binding and SQLite
+    (apsw), in the store's journal mode and at the ``synchronous`` level of its claims."""
+    import apsw
+
+    conn = apsw.Connection(path)
     conn.execute(f"PRAGMA journal_mode = {journal_mode}")
     conn.execute(f"PRAGMA synchronous = {synchronous}")
     conn.execute("CREATE TABLE IF NOT EXISTS t (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
@@ -596,15 +597,16 @@ def _run_once(store: Any, prefix: str, **kwargs: Any) -> Callable[[], Any]:
 
 
 def durable_paths(folder: str) -> list[tuple[str, list[Path]]]:
-    """SQLite as the store runs on the linked SQLite, and the memory store; each sub-group
-    has its raw floor first.
+    """SQLite as the store runs it (on apsw's bundled SQLite), and the memory store; each
+    sub-group has its raw floor first.
 
     The SQLite floor is the plain insert (issue 31): ``BEGIN IMMEDIATE; INSERT; COMMIT``, one
-    commit, on a connection of its own to a file of its own, in the journal mode the store
-    chose (issue 39: a rollback journal where WAL has the WAL-reset bug) at the level of its
-    claims (every claim is flushed); each store has a file of its own too, so no path's
-    checkpoints land in another's samples. Both run_once rows are the same work now (every
-    claim at FULL): the second shows that ``full_sync`` adds nothing."""
+    commit, on a connection of its own (apsw's, the store's SQLite) to a file of its own, in
+    the journal mode the store chose (issue 39: WAL on the bundled SQLite, which has the
+    WAL-reset fix; a rollback journal on one that has the bug) at the level of its claims
+    (every claim is flushed: FULL); each store has a file of its own too, so no path's
+    checkpoints land in another's samples. Both run_once rows are the same work (every claim
+    at FULL): the second shows that ``full_sync`` adds nothing."""
     from agentkit import IdempotencyStore, SQLiteIdempotencyStore
     from agentkit.policy.stores.sqlite import journal_choice
 
@@ -631,6 +633,56 @@ def durable_paths(folder: str) -> list[tuple[str, list[Path]]]:
     ]
     return [(f"durable (SQLite, {mode}, synchronous={choice.claims})", sqlite),
             ("memory store", memory)]
+
+
+def transactional_paths(folder: str) -> list[Path]:
+    """A transactional write's new key (docs/design.md#transactional-writes) beside the plain
+    write of the same row: the floor is ``BEGIN IMMEDIATE; INSERT; COMMIT`` of that row on
+    the store's own connection (``store.transaction(write=True, full_sync=True)``: the
+    connection, the journal mode and the durable commit a transactional handler gets); the
+    kit's path is ``ToolRunner.call`` of a ``transactional=True`` tool that inserts it through
+    ``current_call().connection``, each call a new key (the claim, then the row and the result
+    in one commit). Each path has a store file of its own."""
+    from agentkit import CallContext, SQLiteIdempotencyStore, ToolRegistry, ToolRunner, ToolSpec
+    from agentkit import current_call as _current_call
+
+    table = "CREATE TABLE IF NOT EXISTS rows (ref TEXT PRIMARY KEY, value TEXT NOT NULL)"
+    insert = "INSERT INTO rows (ref, value) VALUES (?, ?)"
+
+    def store(name: str) -> Any:
+        opened = SQLiteIdempotencyStore(os.path.join(folder, f"tx-{name}.sqlite"))
+        with opened.transaction(write=True) as tx:
+            tx.connection.execute(table)
+        return opened
+
+    def floor() -> Callable[[], Any]:
+        plain, keys = store("floor"), _Keys("floor")
+
+        def call() -> None:
+            with plain.transaction(write=True, full_sync=True) as tx:
+                tx.connection.execute(insert, (keys.next(), "x"))
+
+        return call
+
+    def transactional() -> Callable[[], Any]:
+        def add_row(ref: str) -> dict[str, Any]:
+            call = _current_call()
+            assert call is not None and call.connection is not None
+            call.connection.execute(insert, (ref, "x"))
+            return {"ref": ref}
+
+        spec = ToolSpec("add_row", "Add a row.", "reversible_write", 10.0, 1, 500, add_row,
+                        transactional=True)
+        runner = ToolRunner(ToolRegistry([spec]), store=store("kit"),
+                            context=CallContext(task_id="bench"))
+        keys = _Keys("kit")
+        return lambda: runner.call("add_row", {"ref": keys.next()})
+
+    return [
+        build("floor: plain INSERT + COMMIT of the row, on the store's connection", floor),
+        build("agentkit: ToolRunner.call, transactional write, new key", transactional,
+              check=_ok),
+    ]
 
 
 def _dict_floor() -> Callable[[], Any]:

@@ -93,7 +93,8 @@ def test_make_lab_installs_from_the_wheelhouse_with_the_network_blocked(room: Pa
 
     python = str(venv / "bin" / "python")
     imports = run([python, "-c", "import agentkit, ipykernel, ipywidgets, jupyterlab, matplotlib, "
-                   "mcp, opentelemetry.sdk, pandas; from agentkit.faces import widgets"],
+                   "mcp, opentelemetry.sdk, pandas; from agentkit.faces import widgets; "
+                   "import importlib.metadata as m; m.version('agentkit-boundary')"],
                   cwd=room / "data", env=env)
     assert imports.returncode == 0, imports.stderr
     found = run([python, "-c", "import importlib.util as u, sys; "

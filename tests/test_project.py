@@ -12,6 +12,9 @@ import pytest
 import agentkit
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The distribution's name (what pip installs), which is not the import name: PyPI's `agentkit`
+#: is someone else's project.
+DISTRIBUTION = "agentkit-boundary"
 
 
 def test_public_api_is_sorted_and_complete():
@@ -40,7 +43,7 @@ def _name(requirement: str) -> str:
 
 #: The rule for environment.yml: it installs exactly what a learner's `make lab` and
 #: `make frameworks` install, i.e. the runtime dependencies and the `notebooks` and `frameworks`
-#: extras with every extra they name in turn (`agentkit[mcp]`, ...), so a conda or Binder
+#: extras with every extra they name in turn (`agentkit-boundary[mcp]`, ...), so a conda or Binder
 #: user can run every notebook; and no developer tool (`dev` alone brings those: a developer
 #: adds it with pip inside the environment).
 ENVIRONMENT_EXTRAS = ("notebooks", "frameworks")
@@ -49,7 +52,7 @@ DEVELOPER_TOOLS = {"mypy", "ruff", "playwright", "pytest", "hypothesis", "nbval"
 
 
 def _self_extras(requirement: str) -> list[str]:
-    match = re.fullmatch(r"agentkit\[([\w,\s-]+)\]", requirement.strip())
+    match = re.fullmatch(r"agentkit-boundary\[([\w,\s-]+)\]", requirement.strip())
     return [] if match is None else [e.strip() for e in match.group(1).split(",")]
 
 
@@ -65,7 +68,7 @@ def test_environment_yml_matches_pyproject():
             continue
         seen.add(extra)
         for requirement in extras[extra]:
-            if requirement.startswith("agentkit"):
+            if requirement.startswith(DISTRIBUTION):
                 todo += _self_extras(requirement)
             else:
                 wanted.add(_name(requirement))

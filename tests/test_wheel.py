@@ -9,11 +9,11 @@ needs a notebook extra). So this test does what a new user does, offline and in 
    build the wheel with ``pip wheel --no-deps --no-build-isolation`` against the venv's own
    setuptools (the ``dev`` extra pins the ``[build-system]`` version; no network);
 2. check what the wheel carries: every module of the source tree, ``py.typed``, the data
-   files (``failure_matrix.csv`` and every ``sources/*.md``) as ``agentkit/data/``, and the one
-   runtime dependency in its metadata;
+   files (``failure_matrix.csv`` and every ``sources/*.md``) as ``agentkit/data/``, and the two
+   runtime dependencies in its metadata;
 3. make a fresh venv outside the checkout, install the wheel with ``--no-deps --no-index``,
-   and give it the one runtime dependency, fastjsonschema, by copying that distribution's
-   recorded files (its RECORD) from this environment: offline and the same on every
+   and give it the two runtime dependencies, apsw and fastjsonschema, by copying those
+   distributions' recorded files (their RECORD) from this environment: offline and the same on every
    machine, where asking PyPI would need the network and its answer would change;
 4. with the working directory outside the checkout and no ``PYTHONPATH``, run
    ``python -m agentkit demo`` and ``python -m agentkit matrix`` (whose crash cell starts a
@@ -74,13 +74,14 @@ def wheel(source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         "the wheel did not build (is the venv's setuptools older than [build-system] asks? "
         f"run `make install`):\n{built.stdout}\n{built.stderr}"
     )
-    (path,) = dist.glob("agentkit-*.whl")
+    (path,) = dist.glob("agentkit_boundary-*.whl")  # the distribution's name, normalised
     return path
 
 
 @pytest.fixture(scope="module")
 def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv holding the wheel and fastjsonschema, nothing else; returns its python."""
+    """A fresh venv holding the wheel, apsw and fastjsonschema, nothing else; returns its
+    python."""
     venv = tmp_path_factory.mktemp("fresh") / "venv"
     made = run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     assert made.returncode == 0, made.stderr
@@ -92,12 +93,14 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert put.returncode == 0, put.stdout + put.stderr
     where = run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"])
     purelib = Path(where.stdout.strip())
+    copy_distribution("apsw", purelib)  # (compiled: this venv's Python is the same one)
     copy_distribution("fastjsonschema", purelib)
     return python
 
 
 def copy_distribution(name: str, purelib: Path) -> None:
-    """Install ``name`` into ``purelib`` by copying the files its RECORD lists (pure Python)."""
+    """Install ``name`` into ``purelib`` by copying the files its RECORD lists (on Linux
+    and macOS a venv's purelib and platlib are one folder, so a compiled one too)."""
     dist = importlib.metadata.distribution(name)
     files = dist.files or []
     assert files, f"{name} has no RECORD to copy from"
@@ -147,8 +150,31 @@ def test_wheel_declares_exactly_the_runtime_dependency(wheel: Path) -> None:
     required = [line.split(":", 1)[1].strip() for line in text.splitlines()
                 if line.startswith("Requires-Dist:")]
     base = [r for r in required if "extra ==" not in r]
-    assert [re.split(r"[<>=!~ ]", r, maxsplit=1)[0] for r in base] == ["fastjsonschema"], base
+    assert [re.split(r"[<>=!~ ]", r, maxsplit=1)[0] for r in base] == ["apsw", "fastjsonschema"], base
     assert "Requires-Python: >=3.10" in text
+
+
+def test_the_wheel_is_named_for_the_distribution_not_for_someone_elses_package(
+        wheel: Path, installed: Path, elsewhere: Path) -> None:
+    """PyPI's `agentkit` is another project: the wheel is `agentkit-boundary`, imported as
+    `agentkit`, and its own metadata answers to that name once installed."""
+    assert wheel.name.startswith("agentkit_boundary-"), wheel.name
+    with zipfile.ZipFile(wheel) as archive:
+        (meta,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        text = archive.read(meta).decode()
+    assert "Name: agentkit-boundary" in text.splitlines()
+    extras = {line.split(":", 1)[1].strip() for line in text.splitlines()
+              if line.startswith("Provides-Extra:")}
+    assert {"mcp", "postgres", "dbos", "temporal", "otel", "docs"} <= extras, extras
+    code = ("import importlib.metadata as m, agentkit\n"
+            "print(m.version('agentkit-boundary'))\n"
+            "try:\n    m.version('agentkit')\nexcept m.PackageNotFoundError:\n    print('none')\n")
+    out = run([str(installed), "-c", code], cwd=elsewhere, env=clean_env())
+    assert out.returncode == 0, out.stderr
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    declared = re.search(r'^version = "([^"]+)"', pyproject, re.MULTILINE)
+    assert declared, "pyproject.toml names no version"
+    assert out.stdout.split() == [declared.group(1), "none"], out.stdout
 
 
 def test_installed_kit_is_the_wheel_and_stays_light(installed: Path, elsewhere: Path) -> None:

@@ -6,9 +6,10 @@ writes ``build/handout.html`` (one A4 sheet, both sides: on the front the pipeli
 side-effect levels, the error codes with ``retryable`` and the two key designs; on the back an
 empty prediction grid for the failure matrix, rows tall enough to write in, which says the key
 design of the matrix's tools, and the exit question) and ``build/answer_key.html`` (the
-pre-flight line, the filled grid, the exit question with its answer, every exercise's hint and
-solution, every notebook's "Check your understanding" and "Practice" with their answers, and
-the guide's live demo "audit save_brief" played for real). Print them from the browser
+pre-flight line, the filled grid, its payment rows with their payments played for real, the
+exit question with its answer, every exercise's hint and solution, every notebook's "Check
+your understanding" and "Practice" with their answers, and the guide's live demo "audit
+save_brief" played for real). Print them from the browser
 (Ctrl+P; the handout: two pages, printed on both sides of one sheet).
 
 Nothing is copied by hand, so nothing can drift: the codes and their ``retryable`` come from
@@ -181,10 +182,18 @@ def grid(answers: dict[tuple[str, str], str] | None = None) -> str:
 
 
 def matrix_answers() -> dict[tuple[str, str], str]:
-    from agentkit.demo.matrix import load_matrix
+    """The CSV's expectations per cell; the payment rows also say their payments, played for
+    real (one handler call makes one payment or two: that is what those rows are about)."""
+    from agentkit.demo.matrix import load_matrix, play
+    from agentkit.demo.scenarios import PAYMENT_FAILURES
 
-    return {(r["failure"], r["effect"]): f"{r['expected']} · {r['handler_calls']} call(s)"
-            for r in load_matrix()}
+    answers = {}
+    for r in load_matrix():
+        answer = f"{r['expected']} · {r['handler_calls']} call(s)"
+        if r["failure"] in PAYMENT_FAILURES:
+            answer += f" · {play(r['failure'], r['effect']).writes} payment(s)"
+        answers[(r["failure"], r["effect"])] = answer
+    return answers
 
 
 def exit_question(guide: str) -> tuple[str, str]:

@@ -19,10 +19,22 @@ and what that attempt is about (a :class:`CallSource`: the runner's call, or a p
 
 from __future__ import annotations
 
+import contextvars
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["CallInfo", "CallSource", "InvokedCall"]
+__all__ = ["CallInfo", "CallSource", "InvokedCall", "ProgressSink", "progress_sink"]
+
+#: Where :meth:`CallInfo.report_progress` sends a handler's progress: ``(progress, total,
+#: message)``. A face that can carry progress to a client sets it around the call (the MCP
+#: server, for a request with a ``progressToken``); the handler's worker thread sees it in
+#: its copy of the caller's context.
+ProgressSink = Callable[[float, "float | None", "str | None"], None]
+progress_sink: contextvars.ContextVar[ProgressSink | None] = contextvars.ContextVar(
+    "agentkit_progress_sink", default=None
+)
 
 
 @dataclass(frozen=True)
@@ -38,6 +50,9 @@ class CallInfo:
       asks about (0 when it settles a claim that another process left);
     - ``connection``: for a ``transactional`` write, the store's own connection inside the
       open transaction (never commit, roll back or close it); None otherwise.
+
+    :meth:`report_progress` tells the caller how far the handler got, where a face carries
+    it (an MCP client that asked for progress); anywhere else it does nothing.
     """
 
     call_id: str
@@ -47,6 +62,25 @@ class CallInfo:
     idempotency_key: str | None
     attempt: int
     connection: Any = field(default=None, repr=False, compare=False)
+
+    def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Tell the caller how far this call got: ``progress`` (of ``total``, when known) and
+        a short ``message`` (an MCP ``notifications/progress``, docs/design.md#mcp-progress).
+
+        A no-op unless the face serving the call carries progress (an MCP request with a
+        ``progressToken``); a value not above the last one sent is dropped (progress only
+        increases). Safe from any thread, and it never raises into the handler: a sink that
+        fails is logged on the ``agentkit`` logger and ignored."""
+        sink = progress_sink.get()
+        if sink is None:
+            return
+        try:
+            sink(progress, total, message)
+        except Exception:  # a progress report must never fail the handler
+            logging.getLogger("agentkit").warning(
+                "%s %s: a progress report failed", self.call_id, self.tool, exc_info=True)
 
 
 class CallSource(Protocol):

@@ -28,6 +28,7 @@ from agentkit.boundary.errors import (
     classify_exception,
     failure,
     handler_failure,
+    safe_detail,
 )
 from agentkit.boundary.redaction import safe_name, shape_output, type_name
 from agentkit.boundary.registry import RegisteredTool, ToolRegistry
@@ -335,15 +336,34 @@ def conclude(entry: RegisteredTool, attempt: Attempt, status: str, call_id: str)
             )
             return refused
         code = classify_exception(attempt.error)
-        log.error(
-            "%s %s: handler raised %s -> %s",
-            call_id, spec.name, type(attempt.error).__name__, code.value,
-            exc_info=attempt.error,
-        )
+        if code is ErrorCode.TRANSIENT_FAILURE:
+            # A dependency's passing fault (ConnectionError, the handler's own TimeoutError):
+            # the runner's backoff is there for it, so one WARNING line, no traceback. What
+            # the message says is shown as a result's detail would be (redacted, one line).
+            log.warning(
+                "%s %s: transient failure (the handler's %s: %s) -> %s",
+                call_id, spec.name, type(attempt.error).__name__,
+                _said(attempt.error, entry), code.value,
+            )
+        else:
+            log.error(
+                "%s %s: handler raised %s -> %s",
+                call_id, spec.name, type(attempt.error).__name__, code.value,
+                exc_info=attempt.error,
+            )
         return handler_failure(attempt.error, code, entry.redactor)
 
     shaped: dict[str, Any] = attempt.value  # rendered on the worker, inside the attempt
     return dict(shaped)
+
+
+def _said(exc: Exception, entry: RegisteredTool) -> str:
+    """An exception's message fit for one log line: redacted as the tool's output is and
+    cleaned like a result's detail; "" when its ``__str__`` itself fails."""
+    try:
+        return safe_detail(str(exc), redactor=entry.redactor)
+    except Exception:
+        return ""
 
 
 def renderer(registry: ToolRegistry, spec: ToolSpec, call_id: str) -> Callable[[Any], dict[str, Any]]:

@@ -8,11 +8,12 @@ matrix for a tool's side-effect level and says, row by row, whether the tool hol
 Each cell runs on a fresh :class:`~agentkit.demo.scenarios.Bench`: your handler wrapped in the
 same fault injectors as the demo tools (a dropped connection, a hang after the write, a
 million-character output, …) behind a real :class:`~agentkit.ToolRunner`, and its real calls
-counted. The expectations are the rows of ``data/failure_matrix.csv`` for the tool's effect;
-a reversible write also gets one row the demo table does not need, ``disconnect_before_write``
-(an older payload is saved under the same id or path, then the request is lost before anything
-is written: the status lookup must say "not done", so the runner writes), which catches a
-status lookup that only checks that the id exists.
+counted. The expectations are the rows of ``data/failure_matrix.csv`` for the tool's effect
+(but the payment rows, :data:`~agentkit.demo.scenarios.PAYMENT_FAILURES`, which play the
+demo's payment service and its key); a reversible write also gets one row the demo table does
+not need, ``disconnect_before_write`` (an older payload is saved under the same id or path,
+then the request is lost before anything is written: the status lookup must say "not done",
+so the runner writes), which catches a status lookup that only checks that the id exists.
 
 A write's key follows one of two designs (docs/design.md#key-designs), and the audit grades
 each by its own rule; :func:`key_design` says which one it detected, by computing the key of
@@ -58,7 +59,7 @@ from agentkit.boundary.authorization import Policy
 from agentkit.boundary.spec import Effect, ToolSpec
 from agentkit.demo import faults
 from agentkit.demo.matrix import CellResult, cell_result, load_matrix, play, scratch
-from agentkit.demo.scenarios import Bench, Subject
+from agentkit.demo.scenarios import PAYMENT_FAILURES, Bench, Subject
 
 if TYPE_CHECKING:  # pandas is imported only when a frame is asked for
     import pandas
@@ -172,7 +173,7 @@ def audit_records(
                          policies=policies, forbidden_arguments=forbidden_arguments)
     effect = spec.effect.value
     rows = [(r["failure"], r["expected"], r["handler_calls"]) for r in load_matrix()
-            if r["effect"] == effect]
+            if r["effect"] == effect and r["failure"] not in PAYMENT_FAILURES]
     extras = [(f, exp, calls) for (f, e), (exp, calls, _) in EXTRA_CELLS.items() if e == effect]
     design = _design(subject)
     stable = design != UNSTABLE

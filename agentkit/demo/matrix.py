@@ -13,6 +13,11 @@ was cut and ``+replayed`` when a stored result came back and nothing ran (for ex
 ``outcome_unknown+retryable`` or ``ok+replayed``). ``handler_calls`` is the exact number of
 times the tool's handler really ran, in every process, over the whole scenario.
 
+What the played table adds beside them, ``writes``, is what those calls did: the writes that
+landed, in every process (0 for a read). Handler calls and writes differ where the rows are
+about that difference: the payment rows, where one handler call and a resend make one payment
+when the key was forwarded and two when it was not (the CSV's note says which).
+
     play("timeout_outcome_unknown", "reversible_write")   # one cell, with its runner's trace
     run_matrix()                                          # every row, as a pandas DataFrame
 
@@ -41,6 +46,7 @@ from agentkit.demo.scenarios import (
     FAILURES,
     OTHER_PAYLOAD,
     OUTPUT_LIMIT,
+    PAYMENT_FAILURES,
     REVERSIBLE,
     SCENARIOS,
     SHORT_TIMEOUT,
@@ -64,6 +70,7 @@ __all__ = [
     "FAILURES",
     "OTHER_PAYLOAD",
     "OUTPUT_LIMIT",
+    "PAYMENT_FAILURES",
     "REVERSIBLE",
     "SCENARIOS",
     "SHORT_TIMEOUT",
@@ -91,7 +98,7 @@ CSV_PATH = data_path("failure_matrix.csv")
 CSV_COLUMNS = ["failure", "effect", "expected", "handler_calls", "note"]
 #: The columns of :func:`run_matrix`.
 COLUMNS = [
-    "failure", "effect", "expected", "observed", "handler_calls", "expected_calls",
+    "failure", "effect", "expected", "observed", "handler_calls", "expected_calls", "writes",
     "attempts", "budget_used", "pass",
 ]
 
@@ -114,8 +121,9 @@ class CellResult:
     handler_calls: int  # real handler calls, in every process
     attempts: int  # the ``attempts`` of the last result
     budget_used: int  # units the runner's budget spent
-    writes: int | None  # writes that landed in the demo tool's ledger (0 for a read; None
-    # for a tool of yours, whose writes land where its handler puts them)
+    writes: int | None  # writes that landed, in every process: in the demo tool's ledger (0 for
+    # a read), the payments of the payment rows; None for a tool of yours, whose writes land
+    # where its handler puts them
     steps: list[tuple[str, dict[str, Any]]]  # (what was done, what the model saw)
     runner: ToolRunner = dataclasses.field(repr=False)  # for ``runner.trace.to_frame()``
 
@@ -189,7 +197,7 @@ def cell_result(failure: str, bench: Bench) -> CellResult:
         handler_calls=bench.handler_calls,
         attempts=int(result.get("attempts", 0)),
         budget_used=bench.runner.budget.used,
-        writes=bench.ledger.writes if bench.demo_tool else None,
+        writes=bench.writes,
         steps=list(bench.steps),
         runner=bench.runner,
     )
@@ -304,10 +312,11 @@ def matrix_records(
         except Exception as exc:
             log.exception("failure matrix: %s × %s could not be played", row["failure"], row["effect"])
             record.update(observed=f"error: {type(exc).__name__}", handler_calls=None,
-                          attempts=None, budget_used=None)
+                          writes=None, attempts=None, budget_used=None)
         else:
             record.update(observed=cell.observed, handler_calls=cell.handler_calls,
-                          attempts=cell.attempts, budget_used=cell.budget_used)
+                          writes=cell.writes, attempts=cell.attempts,
+                          budget_used=cell.budget_used)
         record["pass"] = (
             record["observed"] == row["expected"] and record["handler_calls"] == row["handler_calls"]
         )

@@ -8,6 +8,11 @@ runner and store. What the bench plays comes from a :class:`Subject`:
   ``save_draft``, ``send_payment``), whose writes land in a fresh :class:`Ledger`;
 - ``Subject.of(spec, arguments, ...)``: any tool, for :func:`agentkit.demo.harness.audit`.
 
+Two rows play a payment tool of their own instead (:func:`make_payment_tool`, on the demo's
+:class:`~agentkit.demo.payments.PaymentService`, which deduplicates by key as payment APIs
+do): a worker killed after the payment, with the runner's key forwarded to the service and
+without it (:data:`PAYMENT_FAILURES`).
+
 Nothing here waits on backoff: every runner gets :func:`~agentkit.policy.backoff.no_wait`.
 Only the timeout cells wait, for their tool's short ``timeout_seconds``.
 """
@@ -22,14 +27,16 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from agentkit.boundary.authorization import Policy
 from agentkit.boundary.canonical import json_text
+from agentkit.boundary.concurrency import current_call
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.registry import ToolRegistry
 from agentkit.boundary.spec import Effect, ToolSpec
 from agentkit.demo import faults
+from agentkit.demo.payments import PaymentService
 from agentkit.demo.tools import atomic_write_text
 from agentkit.policy.backoff import no_wait
 from agentkit.policy.budget import Budget
@@ -47,6 +54,7 @@ __all__ = [
     "LEARNER",
     "OTHER_PAYLOAD",
     "OUTPUT_LIMIT",
+    "PAYMENT_FAILURES",
     "READ",
     "REVERSIBLE",
     "SCENARIOS",
@@ -57,12 +65,15 @@ __all__ = [
     "ExitAfterCall",
     "Ledger",
     "Subject",
+    "Written",
     "claim_and_die",
     "compact",
     "crash_mid_write",
     "draft_key",
     "durable_bench",
+    "make_payment_tool",
     "make_tool",
+    "pay_and_die",
     "payment_key",
     "run_child",
 ]
@@ -77,7 +88,13 @@ FAILURES = (
     "same_key_other_payload",
     "process_killed_mid_write",
     "budget_spent",
+    "killed_after_payment_key_forwarded",
+    "killed_after_payment_key_not_forwarded",
 )
+#: The rows about the demo's payment service (docs/design.md#current-call): a worker killed
+#: after the payment, its key forwarded to the service or not. They play the demo's payment
+#: tool only, so :func:`agentkit.demo.harness.audit` leaves them out.
+PAYMENT_FAILURES = ("killed_after_payment_key_forwarded", "killed_after_payment_key_not_forwarded")
 EFFECTS = tuple(e.value for e in Effect)
 
 READ, REVERSIBLE, IRREVERSIBLE = Effect.READ, Effect.REVERSIBLE_WRITE, Effect.IRREVERSIBLE_WRITE
@@ -89,6 +106,7 @@ CELLS = tuple(
     for effect in EFFECTS
     if not (failure in ("same_write_repeated", "same_key_other_payload") and effect == "read")
     and not (failure == "process_killed_mid_write" and effect != "reversible_write")
+    and not (failure in PAYMENT_FAILURES and effect != "irreversible_write")
 )
 
 TIMEOUT = 2.0  # tools that answer at once never come near it
@@ -239,12 +257,49 @@ def make_tool(effect: Effect | str, ledger: Ledger) -> ToolSpec:
     )
 
 
+def make_payment_tool(service: PaymentService, *, forward_key: bool = True) -> ToolSpec:
+    """``send_payment`` through ``service``, which deduplicates by key as payment APIs do.
+
+    With ``forward_key`` the handler sends the runner's key for its call
+    (``current_call().idempotency_key``) as the request's idempotency key. Then sending the
+    same request again *is* a truthful status lookup: the service answers the original charge
+    and pays nothing, or, had nothing been paid, pays now (the one payment the person
+    approved). So the tool's status lookup is that resend (``resend_payment``), with nothing
+    of its own to look up. Without the key the same resend is a second payment.
+    """
+
+    def send_payment(payment_id: str, to: str, amount: int) -> dict[str, Any]:
+        """Send money through the payment service. It cannot be undone."""
+        call = current_call()
+        key = call.idempotency_key if forward_key and call is not None else None
+        return {"payment_id": payment_id, **service.charge(to, amount, idempotency_key=key)}
+
+    def resend_payment(payment_id: str, to: str, amount: int) -> dict[str, Any]:
+        """The status lookup: the same request again (with the same key, when forwarded)."""
+        return send_payment(payment_id, to, amount)
+
+    return ToolSpec(
+        "send_payment", "Send a payment; it cannot be undone.", IRREVERSIBLE, TIMEOUT, 1,
+        OUTPUT_LIMIT, send_payment, required_scopes=frozenset({SCOPES[IRREVERSIBLE]}),
+        idempotency_key=payment_key, status_lookup=resend_payment,
+    )
+
+
+class Written(Protocol):
+    """Anything that counts the writes that landed in it (a :class:`Ledger`, a
+    :class:`~agentkit.demo.payments.PaymentService`)."""
+
+    @property
+    def writes(self) -> int: ...
+
+
 class Bench:
     """One cell's fresh world: one tool with its handler wrapped in a fault, a registry, a runner.
 
-    The tool is ``spec`` when given (its writes land wherever its handler puts them), else the
-    synthetic tool of ``effect`` on ``ledger`` (a new :class:`Ledger` by default).
-    ``spec_changes`` replace fields of the tool's spec (``timeout_seconds=0.2`` …).
+    The tool is ``spec`` when given (its writes land wherever its handler puts them, counted
+    when ``writes_in`` names that place), else the synthetic tool of ``effect`` on ``ledger``
+    (a new :class:`Ledger` by default). ``spec_changes`` replace fields of the tool's spec
+    (``timeout_seconds=0.2`` …).
     """
 
     def __init__(
@@ -254,6 +309,7 @@ class Bench:
         spec: ToolSpec | None = None,
         fault: Callable[[Callable[..., Any]], faults.Fault] = faults.count_calls,
         ledger: Ledger | None = None,
+        writes_in: Written | None = None,
         store: Any = None,
         budget: Budget | None = None,
         context: CallContext = LEARNER,
@@ -263,6 +319,7 @@ class Bench:
         self.effect = Effect(effect)
         self.ledger = ledger if ledger is not None else Ledger()
         self.demo_tool = spec is None  # True: the synthetic tool, whose writes land in ledger
+        self.writes_in: Written | None = self.ledger if spec is None else writes_in
         base = spec if spec is not None else make_tool(self.effect, self.ledger)
         self.fault = fault(base.handler)
         self.spec = dataclasses.replace(base, handler=self.fault, **spec_changes)
@@ -291,6 +348,11 @@ class Bench:
     @property
     def handler_calls(self) -> int:
         return self.fault.calls + self.calls_elsewhere
+
+    @property
+    def writes(self) -> int | None:
+        """Writes that landed, in every process (None: a tool whose writes are not counted)."""
+        return None if self.writes_in is None else self.writes_in.writes
 
     def close(self) -> None:
         """Release the fault (no thread stays blocked) and the store's connections."""
@@ -484,6 +546,35 @@ def budget_spent(subject: Subject, workdir: Path) -> Bench:
     return bench
 
 
+def killed_after_payment_key_forwarded(subject: Subject, workdir: Path) -> Bench:
+    """A worker asks, a person approves, the payment goes out and the worker is killed before
+    the store records it. The handler forwarded the runner's key to the payment service, so a
+    new runner on the same store recovers the dead approver's claim by resending the same
+    request, its status lookup: the service answers the original charge. One payment, one
+    handler call, and no status lookup of the tool's own to write."""
+    return _killed_after_payment(subject, workdir, forward_key=True)
+
+
+def killed_after_payment_key_not_forwarded(subject: Subject, workdir: Path) -> Bench:
+    """The same tool, the same kill, but the handler sends no key: the resend cannot be
+    recognised as the same request and pays again. Two payments from one handler call."""
+    return _killed_after_payment(subject, workdir, forward_key=False)
+
+
+def _killed_after_payment(subject: Subject, workdir: Path, *, forward_key: bool) -> Bench:
+    if subject.spec is not None:
+        raise ValueError("this row plays the demo's payment tool; a tool of yours is audited by "
+                         "process_killed_mid_write")
+    service = PaymentService(workdir / "payments.sqlite3")
+    run_child("pay_and_die", str(workdir), "forward" if forward_key else "plain")
+    tool = make_payment_tool(service, forward_key=forward_key)
+    bench = dataclasses.replace(subject, spec=tool).bench(
+        store=SQLiteIdempotencyStore(workdir / "store.sqlite"), writes_in=service)
+    bench.calls_elsewhere = service.requests  # the dead worker's: every handler call sends one
+    bench.ask(subject.arguments)
+    return bench
+
+
 SCENARIOS: dict[str, Callable[[Subject, Path], Bench]] = {
     "missing_argument": missing_argument,
     "transient_disconnect": transient_disconnect,
@@ -494,6 +585,8 @@ SCENARIOS: dict[str, Callable[[Subject, Path], Bench]] = {
     "same_key_other_payload": same_key_other_payload,
     "process_killed_mid_write": process_killed_mid_write,
     "budget_spent": budget_spent,
+    "killed_after_payment_key_forwarded": killed_after_payment_key_forwarded,
+    "killed_after_payment_key_not_forwarded": killed_after_payment_key_not_forwarded,
 }
 
 
@@ -546,9 +639,21 @@ def claim_and_die(store_path: str, claim_json: str) -> None:
     os._exit(3)  # not reached: the handler ended the process
 
 
-def run_child(function: str, *argv: str) -> None:
-    """Run ``function(*argv)`` of this module in a child process; check that it died mid-write."""
-    code = f"import sys; from agentkit.demo.scenarios import {function}; {function}(*sys.argv[1:])"
+def pay_and_die(workdir: str, key: str) -> None:
+    """A child process's whole life: ask for the payment tool's payment (``key`` is
+    ``"forward"`` or ``"plain"``), a person approves, the payment goes out, the process dies
+    before the store records it."""
+    service = PaymentService(Path(workdir) / "payments.sqlite3")
+    bench = Bench(IRREVERSIBLE, spec=make_payment_tool(service, forward_key=key == "forward"),
+                  fault=ExitAfterCall, store=SQLiteIdempotencyStore(Path(workdir) / "store.sqlite"))
+    bench.ask(ARGUMENTS[IRREVERSIBLE])
+    os._exit(3)  # not reached: the handler ended the process
+
+
+def run_child(function: str, *argv: str, module: str = __name__) -> None:
+    """Run ``function(*argv)`` of ``module`` (this one by default) in a child process; check
+    that it died mid-write."""
+    code = f"import sys; from {module} import {function}; {function}(*sys.argv[1:])"
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))

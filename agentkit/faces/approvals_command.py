@@ -17,15 +17,20 @@ here (docs/design.md#approvals):
   deny): exit status 1, naming the first decision and its time; the same decision again
   replays its result.
 
-Exit status: 0 the decision took effect or replays (for ``approve``: its run was ok); 1
-refused (unknown, expired, contradicted) or the approved run did not succeed; 2 the loaded
-registry cannot run it.
+Exit status: 0 the decision took effect or replays (for ``approve``: its run was ok, or it
+was counted as one of the people an approval needs); 1 refused (unknown, expired,
+contradicted, the same person approving twice) or the approved run did not succeed; 2 the
+loaded registry cannot run it.
+
+The decision itself is :func:`decision`, which the CLI prints (:func:`decide`) and the
+approvals desk shows (:mod:`agentkit.faces.desk`): both are exactly the same decision.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import IO, TYPE_CHECKING, Any
 
@@ -38,14 +43,31 @@ from agentkit.policy.approvals import (
     PENDING,
     RUNNING,
     SETTLED,
+    people_needed,
     settled_result,
+    signers,
 )
 from agentkit.policy.drivers import run_store_steps
 
 if TYPE_CHECKING:
     from agentkit.policy.runner import ToolRunner
 
-__all__ = ["approval_facts", "decide", "list_approvals", "status_of"]
+__all__ = ["Decided", "approval_facts", "decide", "decision", "list_approvals", "status_of"]
+
+#: How many different people approve a tool named with ``four_eyes``.
+FOUR_EYES = 2
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What a person's decision did: the exit status (0, 1, 2: see the module docstring),
+    the line a person is told (None when the result says it all), the runner's result
+    (None when nothing was decided) and the approval's record as it now stands."""
+
+    status: int
+    line: str | None
+    result: dict[str, Any] | None
+    record: dict[str, Any] | None
 
 #: What a person is told an approval is (``status`` in ``--json``).
 UNKNOWN, DENIED, SETTLED_STATUS = "unknown", "denied", "settled"
@@ -70,37 +92,60 @@ def list_approvals(runner: ToolRunner, *, as_json: bool, out: IO[str]) -> int:
 
 
 def decide(runner: ToolRunner, approval_id: str, action: str, *, as_json: bool, out: IO[str],
-           err: IO[str], command: str) -> int:
-    """``approve`` or ``deny`` ``approval_id`` as a person, on ``runner``'s store and registry.
+           err: IO[str], command: str, approver: str | None = None,
+           four_eyes: Collection[str] = ()) -> int:
+    """``approve`` or ``deny`` ``approval_id`` as a person, on ``runner``'s store and registry
+    (:func:`decision`), and print it.
 
     The result of the decision (the runner's result dict, as the model will have it
     replayed) goes to ``out``; a line for the person on ``err`` says what else is so (a
     replay, an unknown or expired id, the first decision it contradicts, a tool this runner
-    cannot run). With ``as_json`` both are one document on ``out``. Raises ``StoreError``
-    when the store cannot be used."""
+    cannot run, a sign-off that waits for a second person). With ``as_json`` both are one
+    document on ``out``. Raises ``StoreError`` when the store cannot be used."""
+    done = decision(runner, approval_id, action, approver=approver, four_eyes=four_eyes)
+    return _tell(approval_id, action, done.record, done.result, done.line, done.status,
+                 as_json=as_json, out=out, err=err, command=command)
+
+
+def decision(runner: ToolRunner, approval_id: str, action: str, *,
+             approver: str | None = None, four_eyes: Collection[str] = ()) -> Decided:
+    """A person's ``approve`` or ``deny`` of ``approval_id`` on ``runner``'s store and
+    registry: the one decision the CLI and the desk both take.
+
+    Refused, nothing decided: an unknown or expired id, a decision that contradicts the
+    first, an approval a workflow owns (its decision goes to the workflow), a tool the
+    registry lacks (it stays pending). ``approver`` names the person (kept with the decision
+    and in the store's audit log). A tool named in ``four_eyes`` needs two different named
+    people: the approval is marked so in the store (from then on every channel counts), the
+    first approval is kept as a sign-off (status 0, still pending), the same person again
+    counts nothing (status 1). Raises ``StoreError`` when the store cannot be used."""
     mine = APPROVED_DECISION if action == "approve" else DENIED_DECISION
     before = runner.approvals.get(approval_id)
     refused = _refusal(runner, approval_id, before, mine)
     if refused is not None:
-        return _tell(approval_id, action, before, None, refused[1], refused[0], as_json=as_json,
-                     out=out, err=err, command=command)
-    settle = runner.approve if action == "approve" else runner.deny
-    result = settle(approval_id)
+        return Decided(refused[0], refused[1], None, before)
+    if (action == "approve" and before is not None and before.get("state") == PENDING
+            and before.get("tool") in four_eyes):
+        before = run_store_steps(runner.store, runner.approvals.require(approval_id, FOUR_EYES))
+    if action == "approve":
+        result = runner.approve(approval_id, approver=approver)
+    else:
+        result = runner.deny(approval_id, approver=approver)
     after = runner.approvals.get(approval_id)
     refused = _refusal(runner, approval_id, after, mine) if _lost(result, after, mine) else None
     if refused is not None:  # another decision (or nobody's tool) won the race meanwhile
-        return _tell(approval_id, action, after, None, refused[1], refused[0], as_json=as_json,
-                     out=out, err=err, command=command)
+        return Decided(refused[0], refused[1], None, after)
     line = _replayed_line(approval_id, after, result) if result.get("replayed") else None
     if action == "approve":
         status = 0 if result.get("ok") else 1
         if result.get("error") == ErrorCode.IN_PROGRESS.value and after is not None:
             line = (f"{_shown(approval_id)}: approved at {when(after.get('decided_at'))}; its "
                     "run is under way (in_progress): ask again to see its result")
+        if result.get("error") == ErrorCode.APPROVAL_REQUIRED.value and after is not None:
+            status, line = _sign_off_line(approval_id, before, after, approver)
     else:
         status = 0 if result.get("error") == ErrorCode.FORBIDDEN.value else 1
-    return _tell(approval_id, action, after, result, line, status, as_json=as_json, out=out,
-                 err=err, command=command)
+    return Decided(status, line, dict(result), after)
 
 
 def status_of(record: Mapping[str, Any] | None) -> str:
@@ -149,9 +194,21 @@ def approval_facts(record: Mapping[str, Any]) -> dict[str, Any]:
         "status": status,
         "decision": decision_of(record),
         "decided_at": record.get("decided_at"),
+        "decided_by": record.get("decided_by"),
+        "approved_by": approved_by(record),
+        "approvers_needed": people_needed(dict(record)),
         "expires_at": record.get("expires_at"),
         "outcome": outcome,
     }
+
+
+def approved_by(record: Mapping[str, Any]) -> list[str]:
+    """The different named people who approved ``record``: its sign-offs and the person
+    whose approval ran it."""
+    decided_by = record.get("decided_by")
+    last = decided_by if decision_of(record) == APPROVED_DECISION and isinstance(
+        decided_by, str) else None
+    return sorted(signers(dict(record), last))
 
 
 def workflow_text(workflow: Any) -> str:
@@ -207,6 +264,24 @@ def _refusal(runner: ToolRunner, approval_id: str, record: Mapping[str, Any] | N
                    "(give --registry MODULE:ATTRIBUTE, the tools of the server that asked); "
                    f"{shown} stays {state}")
     return None
+
+
+def _sign_off_line(approval_id: str, before: Mapping[str, Any] | None, after: Mapping[str, Any],
+                   approver: str | None) -> tuple[int, str]:
+    """What a person is told of an approval that still waits for more people: counted
+    (0), or not (1: no name, or the same person again)."""
+    shown, needed = _shown(approval_id), people_needed(dict(after))
+    names = sorted(signers(dict(after)))
+    who = ", ".join(escape_invisible(name) for name in names) or "nobody yet"
+    if approver is None:
+        return 1, (f"{shown} needs {needed} different people to approve it: give your name "
+                   f"(--approver NAME); approved so far by {who}. Nothing ran")
+    if before is not None and approver in signers(dict(before)):
+        return 1, (f"{shown}: {escape_invisible(approver)} approved it already (one person "
+                   f"approving twice counts once); {needed - len(names)} more person must "
+                   f"approve before it runs. Nothing ran")
+    return 0, (f"{shown}: approval by {escape_invisible(approver)} counted ({len(names)} of "
+               f"{needed}: {who}); another person must approve before it runs. Nothing ran yet")
 
 
 def _lost(result: Mapping[str, Any], after: Mapping[str, Any] | None, mine: str) -> bool:

@@ -9,6 +9,9 @@
                                          send the decision to the DBOS workflow that owns it
     python -m agentkit keys list         the keys in a store (show KEY, release KEY, purge,
                                          copy --to URL)
+    python -m agentkit desk              the approvals desk: a web page where a person decides
+    python -m agentkit audit export      the store's audit log as JSON lines (verify FILE,
+                                         keygen FILE)
 
 ``serve-mcp``, ``approvals`` and ``keys`` use the store named by ``--store URL`` (or an SQLite
 path), else the workspace's (``--workspace DIR``), else ``AGENTKIT_STORE``, else the default
@@ -98,12 +101,17 @@ def build_parser() -> argparse.ArgumentParser:
     workspace_help = f"the server's workspace (default: {DEFAULT_WORKSPACE}, or ${STORE_ENV}'s store)"
     serve = commands.add_parser(
         "serve-mcp",
-        help="serve the demo tools over MCP (stdio), with the whole policy applied",
+        help="serve the demo tools over MCP (stdio, or streamable HTTP), with the whole policy",
         description=(
             "Serve the demo registry to an MCP host over stdin/stdout, every call through a "
             "ToolRunner with a durable store (the workspace's SQLite file, or --store / "
-            f"${STORE_ENV}). Only protocol messages go to stdout; logs go to stderr. Needs the "
-            "'mcp' extra."
+            f"${STORE_ENV}). Only protocol messages go to stdout; logs go to stderr. "
+            "With --transport streamable-http: over HTTP at http://HOST:PORT/mcp instead "
+            "(the loopback unless --host says otherwise), every request carrying the token "
+            "(Authorization: Bearer TOKEN, or ?token=TOKEN): --token, else "
+            "$AGENTKIT_MCP_TOKEN, else one made now and printed with the address as one URL "
+            "on stdout, for a host to connect to (an MCP Inspector: transport 'Streamable "
+            "HTTP' and that URL). Needs the 'mcp' extra."
         ),
     )
     serve.add_argument("--workspace", metavar="DIR", default=None, help=workspace_help)
@@ -124,7 +132,20 @@ def build_parser() -> argparse.ArgumentParser:
               "host, so the same write asked in two conversations runs once"),
     )
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                       help="the stderr log level (default: INFO)")
+                       help=("the stderr log level (default: INFO); a client sets its own "
+                             "with logging/setLevel"))
+    serve.add_argument(
+        "--transport", choices=["stdio", "streamable-http"], default="stdio",
+        help="stdio (the default: the host starts this command) or streamable-http (a server "
+             "hosts connect to by URL)")
+    serve.add_argument("--host", metavar="ADDRESS", default=None,
+                       help="streamable-http: the address to bind (default: 127.0.0.1, the "
+                            "loopback); any other needs an explicit token")
+    serve.add_argument("--port", metavar="N", type=int, default=None,
+                       help="streamable-http: the port (default: 8765; 0: any free one)")
+    serve.add_argument("--token", metavar="TOKEN", default=None,
+                       help="streamable-http: the token every request must carry (default: "
+                            "$AGENTKIT_MCP_TOKEN, else a new one, printed in the URL)")
     serve.set_defaults(run=_serve_mcp)
 
     approvals = commands.add_parser(
@@ -165,7 +186,72 @@ def build_parser() -> argparse.ArgumentParser:
     approvals.add_argument("--json", action="store_true",
                            help="one JSON document (each approval's status, owner and "
                                 "decision; for approve and deny, the result too), for scripts")
+    approvals.add_argument(
+        "--approver", metavar="NAME", default=None,
+        help=("who decides, kept with the decision and in the store's audit log (default: "
+              "your login name)"))
     approvals.set_defaults(run=_approvals)
+
+    desk = commands.add_parser(
+        "desk",
+        help="serve the approvals desk: a web page where a person approves or denies",
+        description=(
+            "Serve a page (docs/design.md#approvals-desk) listing every approval waiting in "
+            "the store, with the evidence to decide it, and the calls in doubt. It listens on "
+            "the loopback unless --host says otherwise and prints one URL with a login token: "
+            "without it nothing is shown or decided. Approve and Deny are exactly the "
+            "decisions of 'agentkit approvals', and each is appended to the store's audit log "
+            "with the person's name. Needs the 'desk' extra."
+        ),
+    )
+    desk.add_argument("--workspace", metavar="DIR", default=None,
+                      help=f"{workspace_help}; it must exist: nothing is created")
+    desk.add_argument("--store", metavar="URL", default=None,
+                      help=STORE_HELP.replace("the store:", "an existing store:"))
+    desk.add_argument("--registry", metavar="MODULE:ATTRIBUTE", default=None,
+                      help=REGISTRY_HELP + " (the tools the approvals run)")
+    desk.add_argument("--host", default="127.0.0.1",
+                      help="the address to listen on (default: 127.0.0.1, this machine only)")
+    desk.add_argument("--port", type=_port, default=8765,
+                      help="the port (default: 8765; 0: any free port)")
+    desk.add_argument("--approver", metavar="NAME", default=None,
+                      help=("the one person who decides on this desk (default: each person "
+                            "gives a name when logging in)"))
+    desk.add_argument("--four-eyes", metavar="TOOL", nargs="+", default=[],
+                      help="tools whose approvals need two different people")
+    desk.add_argument(
+        "--dbos-system-database", metavar="URL", default=None,
+        help=("DBOS's system database (default: $DBOS_SYSTEM_DATABASE_URL): a decision on an "
+              "approval a DBOS workflow owns is sent there (without it, refused)"))
+    desk.add_argument("--token", metavar="TOKEN", default=None,
+                      help="the login token (default: a new random one; or $AGENTKIT_DESK_TOKEN)")
+    desk.set_defaults(run=_desk)
+
+    audit = commands.add_parser(
+        "audit",
+        help="export the store's audit log, verify an export, or make a signing key",
+        description=(
+            "The evidence of every decision, release and purge "
+            "(docs/design.md#approvals-desk). 'export' writes the store's audit log as JSON "
+            "lines (to --out FILE, or standard output); 'verify FILE' checks an export "
+            "offline: the hash chain, and with --public-key PEM every Ed25519 signature. A "
+            "changed, removed, added or moved entry fails with its number. 'keygen FILE' "
+            "writes a new signing key (for $AGENTKIT_AUDIT_SIGNING_KEY) and FILE.pub. Exit "
+            "status 0 done (verify: unbroken), 1 verify found a break, 2 an unusable file, "
+            "key or store."
+        ),
+    )
+    audit.add_argument("action", choices=["export", "verify", "keygen"])
+    audit.add_argument("file", nargs="?", metavar="FILE", help="for verify and keygen")
+    audit.add_argument("--out", metavar="FILE", default=None,
+                       help="for export: the file to write (default: standard output)")
+    audit.add_argument("--public-key", metavar="PEM", default=None,
+                       help="for verify: check every entry's signature with this public key")
+    audit.add_argument("--store", metavar="URL", default=None,
+                       help=STORE_HELP.replace("the store:", "an existing store:"))
+    audit.add_argument("--workspace", metavar="DIR", default=None,
+                       help=f"a workspace whose store to use (default: {DEFAULT_WORKSPACE})")
+    audit.set_defaults(run=_audit)
 
     keys = commands.add_parser(
         "keys",
@@ -197,8 +283,23 @@ def build_parser() -> argparse.ArgumentParser:
                       help="for list: show the first N keys only")
     keys.add_argument("--retention-seconds", metavar="S", type=_positive_seconds, default=None,
                       help="for purge: keep completed keys this long (default: 7 days)")
+    keys.add_argument("--note", metavar="TEXT", default=None,
+                      help="for release: what you checked (kept in the store's audit log)")
+    keys.add_argument("--approver", metavar="NAME", default=None,
+                      help=("for release and purge: who does it, in the store's audit log "
+                            "(default: your login name)"))
     keys.set_defaults(run=_keys)
     return parser
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535: {text!r}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -477,12 +578,15 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"agentkit serve-mcp: --task-id: {problem}", file=sys.stderr)
         return 2
+    http = _http_settings(args)
+    if isinstance(http, str):
+        print(f"agentkit serve-mcp: {http}", file=sys.stderr)
+        return 2
     approvals: Literal["cli", "elicit"] = "cli" if args.approvals == "cli" else "elicit"
     if args.approvals == "auto":
         print("agentkit serve-mcp: --approvals auto is the old name of --approvals elicit "
               "(deprecated); approvals are elicited", file=sys.stderr)
-    logging.basicConfig(stream=sys.stderr, level=args.log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _log_to_stderr(args.log_level)
     root = Path(args.workspace or DEFAULT_WORKSPACE).expanduser()
     try:
         registry = load_registry(args.registry) if args.registry else None
@@ -498,12 +602,88 @@ def _serve_mcp(args: argparse.Namespace) -> int:
         return 2
     tools = "your tools" if args.registry else "the demo tools"
     logging.getLogger("agentkit").info(
-        "serving %s over stdio; workspace %s; store %s; approvals: %s; task id %r (a call's "
-        "_meta \"agentkit/task_id\" names its own)", tools, root,
+        "serving %s over %s; workspace %s; store %s; approvals: %s; task id %r (a call's "
+        "_meta \"agentkit/task_id\" names its own)", tools, args.transport, root,
         getattr(runner.store, "address", None) or getattr(runner.store, "path", "in memory"),
         approvals, args.task_id)
+    if http is not None:
+        return _serve_mcp_http(args, http, runner, secret, approvals)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C in a terminal: a quiet exit
         asyncio.run(serve_stdio(runner, secret=secret, approvals=approvals))
+    return 0
+
+
+def _log_to_stderr(level: str) -> None:
+    """``logging.basicConfig`` for ``serve-mcp``: stderr at ``level``, while every record
+    still reaches the root logger's handlers (a client may ask for its calls' debug lines:
+    ``logging/setLevel``). Nothing changes where logging is configured already."""
+    import logging
+
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(level)
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+
+
+def _http_settings(args: argparse.Namespace) -> tuple[str, int, str, bool] | str | None:
+    """``serve-mcp``'s HTTP flags as (host, port, token, made), None for stdio, or why they
+    cannot be used (one line, never the token)."""
+    from agentkit.faces import mcp_http
+
+    if args.transport == "stdio":
+        extra = [flag for flag, value in (("--host", args.host), ("--port", args.port),
+                                          ("--token", args.token)) if value is not None]
+        return f"{', '.join(extra)}: only with --transport streamable-http" if extra else None
+    host = args.host if args.host is not None else mcp_http.DEFAULT_HOST
+    port = args.port if args.port is not None else mcp_http.DEFAULT_PORT
+    if not host or not host.isprintable() or any(char.isspace() for char in host):
+        return "--host: give an address (127.0.0.1, ::1, a name of this machine, 0.0.0.0)"
+    if not 0 <= port <= 65535:
+        return f"--port: {port} is not a port (0 to 65535; 0: any free one)"
+    token, source = mcp_http.token_from(args.token)
+    if token is not None:
+        problem = mcp_http.token_problem(token)
+        if problem is not None:
+            return f"{source}: {problem}"
+        return host, port, token, False
+    if not mcp_http.is_loopback(host):
+        return (f"--host {host} is not the loopback: anyone who reaches it could call the "
+                f"tools, so give the token explicitly (--token, or ${mcp_http.TOKEN_ENV})")
+    return host, port, mcp_http.make_token(), True
+
+
+def _serve_mcp_http(args: argparse.Namespace, http: tuple[str, int, str, bool],
+                    runner: ToolRunner, secret: bytes, approvals: Literal["cli", "elicit"]) -> int:
+    import asyncio
+    import contextlib
+    import logging
+
+    from agentkit.faces import mcp_http
+    from agentkit.faces.mcp import make_server
+
+    host, port, token, made = http
+    try:
+        sock = mcp_http.bind(host, port)
+    except OSError as exc:
+        runner.store.close()
+        print(f"agentkit serve-mcp: cannot listen on {host} port {port}: {_reason(exc)}",
+              file=sys.stderr)
+        return 2
+    server = make_server(runner, secret=secret, approvals=approvals)
+
+    def ready(bound: int) -> None:
+        # stdout: one line, the URL a host connects to (with the token when made here)
+        print(mcp_http.server_url(host, bound, token if made else None), flush=True)
+        logging.getLogger("agentkit").info(
+            "listening on %s (token: %s)", mcp_http.server_url(host, bound),
+            "in the URL printed on stdout" if made else "as given")
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(mcp_http.serve_http(server, sock, token=token, host=host, ready=ready))
     return 0
 
 
@@ -540,7 +720,8 @@ def _approvals(args: argparse.Namespace) -> int:
         if args.action == "list":
             return approvals_command.list_approvals(runner, as_json=args.json, out=sys.stdout)
         return approvals_command.decide(runner, args.approval_id, args.action, as_json=args.json,
-                                        out=sys.stdout, err=sys.stderr, command=command)
+                                        out=sys.stdout, err=sys.stderr, command=command,
+                                        approver=_approver(args, command))
     except StoreError as exc:
         print(f"{command}: {exc}", file=sys.stderr)
         return 2
@@ -627,7 +808,7 @@ def _to_dbos(args: argparse.Namespace, command: str) -> int:
         status, line = route_decision(
             runner.approvals, args.approval_id, args.action == "approve",
             system_database_url=url, workflow_id=args.dbos_workflow,
-            dbos_system_schema=args.dbos_schema)
+            dbos_system_schema=args.dbos_schema, approver=_approver(args, command))
     except (DecisionNotSent, StoreError) as exc:
         status, line = 2, " ".join(str(exc).split())
     finally:
@@ -684,9 +865,11 @@ def _keys(args: argparse.Namespace) -> int:
             return keys_command.show_key(source, args.key, as_json=args.json, out=out, err=err)
         if args.action == "release":
             return keys_command.release_key(source, args.key, as_json=args.json, out=out,
-                                            err=err)
+                                            err=err, who=_approver(args, command),
+                                            note=args.note)
         if args.action == "purge":
-            return keys_command.purge_keys(source, as_json=args.json, out=out)
+            return keys_command.purge_keys(source, as_json=args.json, out=out,
+                                           who=_approver(args, command))
         return keys_command.copy_keys(source, target, source_name=name, target_name=target_name,
                                       as_json=args.json, out=out, err=err)
     except (UnusableWorkspace, StoreError) as exc:
@@ -699,6 +882,74 @@ def _keys(args: argparse.Namespace) -> int:
     finally:
         for store in opened:
             store.close()
+
+
+def _approver(args: argparse.Namespace, command: str = "") -> str | None:
+    """The person deciding: ``--approver``, else the login name (None when there is none)."""
+    import getpass
+
+    if args.approver is not None:
+        return str(args.approver)
+    try:
+        return getpass.getuser() or None
+    except (OSError, KeyError, ImportError):
+        return None
+
+
+def _desk(args: argparse.Namespace) -> int:
+    try:
+        from agentkit.faces.desk.command import run_desk
+    except ImportError as exc:
+        print(f"agentkit desk: needs the 'desk' extra (pip install 'agentkit[desk]'): {exc}",
+              file=sys.stderr)
+        return 2
+    return run_desk(args)
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from agentkit.faces import audit_command
+    from agentkit.policy.stores import StoreError
+
+    command = f"agentkit audit {args.action}"
+    misuse = None
+    if args.action in ("verify", "keygen") and not args.file:
+        misuse = "give the FILE to " + args.action
+    elif args.action == "export" and args.file:
+        misuse = "export takes no FILE (write it with --out FILE)"
+    elif args.out is not None and args.action != "export":
+        misuse = "--out is for export"
+    elif args.public_key is not None and args.action != "verify":
+        misuse = "--public-key is for verify"
+    elif args.action != "export" and (args.store or args.workspace):
+        misuse = f"{args.action} uses no store (verify reads only the file)"
+    if misuse:
+        print(f"{command}: {misuse}", file=sys.stderr)
+        return 2
+    if args.action == "verify":
+        return audit_command.verify_audit(args.file, args.public_key, sys.stdout, sys.stderr,
+                                          command=command)
+    if args.action == "keygen":
+        return audit_command.keygen(args.file, sys.stdout, sys.stderr, command=command)
+    workspace = Path(args.workspace or DEFAULT_WORKSPACE).expanduser()
+    try:
+        store, _, _ = open_command_store(workspace, chosen_store(args), create=False)
+    except UnusableWorkspace as exc:
+        print(f"{command}: {refusal(args, exc)}", file=sys.stderr)
+        return 2
+    try:
+        if args.out is None:
+            return audit_command.export_audit(store, sys.stdout, sys.stderr, command=command)
+        try:
+            with open(args.out, "w", encoding="utf-8", newline="\n") as out:
+                return audit_command.export_audit(store, out, sys.stderr, command=command)
+        except OSError as exc:
+            print(f"{command}: {args.out}: cannot write it ({_reason(exc)})", file=sys.stderr)
+            return 2
+    except StoreError as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        store.close()
 
 
 def _demo(args: argparse.Namespace) -> int:

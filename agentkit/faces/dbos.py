@@ -355,7 +355,8 @@ def deliver_decision(system_database_url: str, workflow_id: str, approval_id: st
 
 def route_decision(approvals: Approvals, approval_id: str, approved: bool, *,
                    system_database_url: str, workflow_id: str | None = None,
-                   dbos_system_schema: str = "dbos") -> tuple[int, str]:
+                   dbos_system_schema: str = "dbos",
+                   approver: str | None = None) -> tuple[int, str]:
     """A person's decision on ``approval_id``, routed to the DBOS workflow that owns it (the
     approvals CLI; ``approvals`` is a runner's, on agentkit's store): returns the exit
     status and one line for the person (0: sent, or the same decision again; 1: refused for
@@ -367,7 +368,8 @@ def route_decision(approvals: Approvals, approval_id: str, approved: bool, *,
     no worker runs, and the same decision again is sent again (DBOS keeps one message per
     approval). A workflow that has ended (SUCCESS, ERROR) never acts on it: the approval is
     settled ``forbidden`` (1). A cancelled workflow is told nothing and the approval stays
-    pending (2): it pays only if resumed and it then receives a decision. Raises
+    pending (2): it pays only if resumed and it then receives a decision. ``approver``
+    names the person (kept with the decision and in the store's audit log). Raises
     ``StoreError`` (agentkit's store) and :class:`DecisionNotSent` (DBOS's)."""
     mine = _APPROVED if approved else _DENIED
     shown = escape_invisible(approval_id)
@@ -408,8 +410,8 @@ def route_decision(approvals: Approvals, approval_id: str, approved: bool, *,
             if status not in WAITING_STATES:
                 return 2, (f"DBOS workflow {wf} is {status}: nothing waits for the decision; "
                            f"{shown} stays pending (resume the workflow, then decide again)")
-            if first is None and not run_store_steps(approvals.store,
-                                                     approvals.record_decision(record, mine)):
+            if first is None and not run_store_steps(
+                    approvals.store, approvals.record_decision(record, mine, approver)):
                 continue
             _send(client, system_database_url, owner_id, approval_id, approved)
         finally:

@@ -94,10 +94,11 @@ def show_key(store: OperableStore, key: str, *, as_json: bool, out: IO[str], err
 
 
 def release_key(store: OperableStore, key: str, *, as_json: bool, out: IO[str],
-                err: IO[str]) -> int:
+                err: IO[str], who: str | None = None, note: str | None = None) -> int:
     """Clear ``key``'s stale claim: 0 and one line on ``out``; 2 and one line on ``err``
-    (nothing changed) for a completed key, a key the store does not hold, or a live claim."""
-    done = store.release_stale(key)
+    (nothing changed) for a completed key, a key the store does not hold, or a live claim.
+    A release is appended to the store's audit log with ``who`` and ``note``."""
+    done = store.release_stale(key, who=who, note=note)
     shown = repr(escape_invisible(key))
     claim = done.claim
     owner = "" if claim is None else (
@@ -122,9 +123,11 @@ def release_key(store: OperableStore, key: str, *, as_json: bool, out: IO[str],
     return 2
 
 
-def purge_keys(store: OperableStore, *, as_json: bool, out: IO[str]) -> int:
-    """Purge what is past the store's retention; returns 0."""
-    purged = store.purge_counts()
+def purge_keys(store: OperableStore, *, as_json: bool, out: IO[str],
+               who: str | None = None) -> int:
+    """Purge what is past the store's retention (a purge that deleted something is appended
+    to the store's audit log, with ``who``); returns 0."""
+    purged = store.purge_counts(who=who)
     if as_json:
         out.write(_json({"keys": purged.keys, "approvals": purged.approvals,
                          "before": purged.before,

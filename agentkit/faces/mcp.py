@@ -24,6 +24,19 @@ tool, arguments and approval id; on older protocols as an ``elicitation/create``
 within the call. Accept runs the write once; decline or cancel settles it ``forbidden``. That
 trusts the host to show the question to a person: an agent client may answer by itself.
 
+By the spec (2025-11-25): ``serverInfo.version`` is the kit's version; a call of a tool that
+does not exist is a JSON-RPC error (``-32602``), while everything the policy decides about a
+real tool is a result. The server declares ``logging``: what is logged inside a call (the
+kit's own lines: a retry, a status lookup asked, an approval asked; and the handler's, through
+Python ``logging``) reaches that call's client at or above the level its session set
+(:mod:`agentkit.faces.mcp_logging`); a request with a ``progressToken`` gets
+``notifications/progress`` from the kit's own steps (:mod:`agentkit.faces.mcp_progress`) and
+from the handler (``current_call().report_progress(...)``), through the call's own channel
+(:mod:`agentkit.faces.mcp_channel`), never another session's.
+
+Transports: :func:`serve_stdio` here; streamable HTTP with a token in
+:mod:`agentkit.faces.mcp_http`.
+
 Conversations: a call runs under the task id its ``_meta`` names (``"agentkit/task_id"``,
 :data:`TASK_META`), with its own keys and approvals, else under the server runner's own
 (``serve-mcp --task-id``, default ``"mcp"``: one task for every conversation of the host, so
@@ -35,10 +48,10 @@ Needs the optional extra ``mcp`` (``pip install 'agentkit[mcp]'``).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import contextlib
-import dataclasses
 import hashlib
 import hmac
 import io
@@ -55,15 +68,20 @@ from typing import Any, Literal
 from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from agentkit.boundary.call_info import progress_sink
 from agentkit.boundary.canonical import approval_text, canonical_json, escape_invisible
 from agentkit.boundary.errors import ErrorCode, failure
 from agentkit.boundary.registry import ToolRegistry
+from agentkit.faces import mcp_logging
+from agentkit.faces.mcp_channel import CallChannel, LogLine, ProgressStep, current_channel
+from agentkit.faces.mcp_progress import watch
 from agentkit.policy.runner import ToolRunner
 
 __all__ = ["APPROVAL_INPUT", "MAX_TASK_ID_CHARS", "TASK_META", "WIRE_DEPTH", "RequestStateSeal",
-           "call_result", "load_secret", "make_server", "mcp_tools", "serve_stdio",
+           "call_result", "kit_version", "load_secret", "make_server", "mcp_tools", "serve_stdio",
            "task_id_problem"]
 
 log = logging.getLogger("agentkit")
@@ -88,6 +106,17 @@ Approvals = Literal["cli", "elicit", "auto"]
 TASK_META = "agentkit/task_id"
 #: The longest task id a call may name.
 MAX_TASK_ID_CHARS = 200
+
+
+def kit_version() -> str:
+    """The installed kit's version (``serverInfo.version``): the distribution
+    ``agentkit-boundary``'s (PyPI's ``agentkit`` is another project)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agentkit-boundary")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
 
 
 def task_id_problem(task_id: Any) -> str | None:
@@ -202,11 +231,10 @@ def make_server(
 
     A call whose ``_meta`` names a task (:data:`TASK_META`) runs under that task id: its own
     keys and approvals. ``runner_for(task_id)`` makes that task's runner (kept for later
-    calls, the last 1,024); by default it is ``runner``'s twin on the same store and budget
-    (so a client cannot escape a budget by naming tasks) with ``CallContext.task_id``
-    replaced, its approval time-to-live and clock kept, and a trace of its own (give
-    ``runner_for`` to add observers, a backoff or a sleep of yours). Calls without one, or
-    naming ``runner``'s own task id, run on ``runner``.
+    calls, the last 1,024); by default it is ``runner.for_task(task_id)``: everything of
+    ``runner`` shared (store, budget — so a client cannot escape a budget by naming tasks —,
+    backoff, sleeps, observers and trace) but the task id. Calls without one, or naming
+    ``runner``'s own task id, run on ``runner``.
     """
     return _server(runner, secret=secret, name=name, approvals=approvals, refused={},
                    runner_for=runner_for)
@@ -229,6 +257,7 @@ def _server(
     registry = runner.registry
     elicit = approvals != "cli"
     runners = _TaskRunners(runner, runner_for)
+    mcp_logging.install()
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -238,11 +267,25 @@ def _server(
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
+        if registry.get(params.name) is None:  # the spec: a protocol error, not a result
+            if refused:
+                refused.pop(_id_key(ctx.request_id), None)
+            log.info("mcp: tools/call of an unknown tool %r", escape_invisible(params.name[:64]))
+            raise MCPError(code=types.INVALID_PARAMS,
+                           message=f"Unknown tool: {escape_invisible(params.name[:64])}")
+        channel = _channel(ctx)
+        own = current_channel.set(channel)
+        sink = progress_sink.set(channel.report_progress)
         try:
-            return await _call(ctx, params)
+            result = await _call(ctx, params)
         except Exception:  # the policy never raises for client input; a bug must not either
             log.exception("mcp: tools/call %r failed inside the server", params.name[:64])
-            return call_result(failure(ErrorCode.TOOL_FAILURE))
+            result = call_result(failure(ErrorCode.TOOL_FAILURE))
+        finally:
+            progress_sink.reset(sink)
+            current_channel.reset(own)
+        await channel.aclose()  # the call's notifications reach its client before its result
+        return result
 
     async def _call(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -292,7 +335,36 @@ def _server(
             return call_result(await task_runner.aapprove(approval_id))
         return call_result(await task_runner.adeny(approval_id))  # decline or cancel
 
-    return Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
+    async def set_level(
+        ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        mcp_logging.set_level(ctx, params.level)
+        return types.EmptyResult()
+
+    server: Server[Any] = Server(name, version=kit_version(), on_list_tools=list_tools,
+                                 on_call_tool=call_tool)
+    # (not Server(on_set_logging_level=...): the SDK warns that 2026-07-28 drops the method,
+    # which older clients still send; registered like this, it is declared all the same)
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
+    return server
+
+
+def _channel(ctx: ServerRequestContext[Any]) -> CallChannel:
+    """The channel of one ``tools/call`` back to its own client."""
+
+    async def send(item: LogLine | ProgressStep) -> None:
+        if isinstance(item, LogLine):
+            await ctx.session.send_notification(
+                types.LoggingMessageNotification(params=types.LoggingMessageNotificationParams(
+                    level=item.level, logger=item.logger, data=item.data)),  # type: ignore[arg-type]
+                related_request_id=ctx.request_id)
+        else:
+            await ctx.session.report_progress(item.progress, item.total, item.message)
+
+    # Progress is always handed on: the SDK sends it only for a request that carried a
+    # progressToken (the in-memory transport carries a callback instead, unseen here).
+    return CallChannel(asyncio.get_running_loop(), send, levels=mcp_logging.call_levels(ctx),
+                       progress=True)
 
 
 async def serve_stdio(
@@ -467,7 +539,7 @@ class _TaskRunners:
     KEEP = 1024
 
     def __init__(self, base: ToolRunner, make: Callable[[str], ToolRunner] | None) -> None:
-        self.base = base
+        self.base = watch(base)
         self.make = make if make is not None else self._twin
         self._runners: OrderedDict[str, ToolRunner] = OrderedDict()
 
@@ -483,18 +555,14 @@ class _TaskRunners:
             return self.base, None
         runner = self._runners.get(task_id)
         if runner is None:  # (one event loop: no other call runs between the get and the set)
-            runner = self._runners[task_id] = self.make(task_id)
+            runner = self._runners[task_id] = watch(self.make(task_id))
             while len(self._runners) > self.KEEP:
                 self._runners.popitem(last=False)
         self._runners.move_to_end(task_id)
         return runner, None
 
     def _twin(self, task_id: str) -> ToolRunner:
-        base = self.base
-        return ToolRunner(base.registry, store=base.store, budget=base.budget,
-                          context=dataclasses.replace(base.context, task_id=task_id),
-                          approval_ttl_seconds=base.approvals.ttl_seconds,
-                          clock=base.approvals.clock)
+        return self.base.for_task(task_id)
 
 _APPROVAL_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 

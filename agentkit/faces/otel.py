@@ -395,8 +395,8 @@ def _nothing_to_remove() -> None:
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        return version("agentkit")
+    try:  # the distribution's name, not the import name (PyPI's `agentkit` is another project)
+        return version("agentkit-boundary")
     except PackageNotFoundError:  # a source checkout that was never installed
         return "0"
 

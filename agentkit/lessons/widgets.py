@@ -263,6 +263,7 @@ class FailureExplorer(_Panel):
         lines = [
             outcome,
             f"handler calls: {cell.handler_calls}",
+            *([f"writes landed: {cell.writes}"] if cell.writes is not None else []),
             f"attempts: {cell.attempts}",
             f"budget used: {cell.budget_used}",
             f"expected: {row['expected']} with {row['handler_calls']} handler call(s)",

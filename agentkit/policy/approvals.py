@@ -48,6 +48,7 @@ from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import ErrorCode, failure
 from agentkit.policy.drivers import run_store_steps
 from agentkit.policy.effects import Steps, StoreStep
+from agentkit.policy.stores.audit import arguments_digest
 from agentkit.policy.stores.owner import owner_gone, this_host, this_process
 
 PENDING, RUNNING, SETTLED, EXPIRED = "pending", "running", "settled", "expired"
@@ -58,10 +59,15 @@ ANSWER = "answer"  # answer ``result`` at once; nothing runs
 REPLAY = "replay"  # the approval was settled before: ``result`` is what happened then
 REFUSED = "refused"  # the call may not run any more (the tool or the caller's rights changed)
 DENIED = "denied"  # this deny settled the approval
+WAITING = "waiting"  # four eyes: this approval was counted (or not), another person must approve
 
 #: A person's decision, kept in the record (``decision``, with ``decided_at``, the clock's
-#: time) once it took effect: the CLI refuses a second decision that contradicts it.
+#: time, and ``decided_by``, the person when the channel named one) once it took effect: the
+#: CLI refuses a second decision that contradicts it.
 APPROVED_DECISION, DENIED_DECISION = "approved", "denied"
+
+#: The longest name of a person a decision records (``approver``), in characters.
+MAX_APPROVER_CHARS = 80
 
 #: The fields of a record a person is shown (panels, the CLI, ``pending_approvals()``).
 PUBLIC_FIELDS = ("approval_id", "tool", "arguments", "task_id", "principal")
@@ -112,7 +118,8 @@ class Approvals:
     # ---------------------------------------------------------------- opening and reading
 
     def open(
-        self, key: str, fingerprint: str, tool: str, arguments: dict[str, Any], context: CallContext
+        self, key: str, fingerprint: str, tool: str, arguments: dict[str, Any], context: CallContext,
+        budget_remaining: int | None = None,
     ) -> Steps[dict[str, Any]]:
         """The live record for this intent: the existing one, or a new ``pending`` one.
 
@@ -122,6 +129,7 @@ class Approvals:
         record of the same key with other arguments is an idempotency conflict.
         """
         generation = 1
+        budget = {} if budget_remaining is None else {"budget_remaining": budget_remaining}
         while True:
             approval_id = approval_id_for(key, generation)
             record = yield StoreStep("create_approval", (approval_id, {
@@ -136,6 +144,7 @@ class Approvals:
                 "state": PENDING,
                 "expires_at": self.clock() + self.ttl_seconds,
                 "result": None,
+                **budget,
             }))
             record = yield from self._expire_if_due(record)
             if record["state"] != EXPIRED:
@@ -175,8 +184,9 @@ class Approvals:
 
     # ---------------------------------------------------------------- deciding
 
-    def begin(self, approval_id: Any, prepare: Prepare) -> Steps[Step]:
-        """A person approved: decide whether the call runs now.
+    def begin(self, approval_id: Any, prepare: Prepare, approver: str | None = None) -> Steps[Step]:
+        """A person (``approver``, when the channel names one) approved: decide whether the
+        call runs now.
 
         Only the approver that moves the record from ``pending`` to ``running`` gets RUN;
         the others get ``in_progress`` until it settles. A record left ``running`` whose
@@ -185,6 +195,12 @@ class Approvals:
         through the idempotency store, whose claim and status lookup make sure it never
         simply runs twice. An approval a workflow owns is decided by that workflow's runner
         only (:meth:`owns`): any other is REFUSED (``forbidden``) and it stays as it is.
+
+        An approval that needs several people (``approvers_needed``, :meth:`require`) runs
+        only once that many different named people approved: each earlier one is kept as a
+        sign-off (WAITING, ``approval_required``: it stays pending); the same person again,
+        or a person with no name, counts nothing. Every decision that moves the record is
+        appended to the store's audit log with it (:meth:`_decide`).
         """
         record = yield from self.read(approval_id)
         while True:
@@ -201,16 +217,28 @@ class Approvals:
                 # the call. The approval stays as it is, for a runner that can.
                 return Step(REFUSED, record, refusal)
             if refusal is not None:
-                settled = {**record, "state": SETTLED, "result": refusal, **self._decided(APPROVED_DECISION)}
-                if record["state"] == PENDING and not (yield from self._swap(record, settled)):
+                settled = {**record, "state": SETTLED, "result": refusal,
+                           **self._decided(APPROVED_DECISION, approver)}
+                if record["state"] == PENDING and not (
+                        yield from self._decide(record, settled, "approve", approver)):
                     record = yield from self.read(approval_id)  # moved by someone else meanwhile
                     continue
                 return Step(REFUSED, record, refusal)
+            needed = people_needed(record)
+            if record["state"] == PENDING and needed > 1 and len(signers(record, approver)) < needed:
+                signed = {**record, "signoffs": [*_signoffs(record),
+                                                 {"who": approver, "at": self.clock()}]}
+                if approver is None or approver in signers(record):
+                    return Step(WAITING, record, self._waiting(record))  # counts nothing
+                if (yield from self._decide(record, signed, "sign_off", approver)):
+                    return Step(WAITING, signed, self._waiting(signed))
+                record = yield from self.read(approval_id)  # somebody else moved it first
+                continue
             if record["state"] == PENDING:
                 running = {**record, "state": RUNNING, "running_until": self.clock() + lease,
                            "run_by": _this_runner(self._host),
-                           **self._decided(APPROVED_DECISION)}
-                if (yield from self._swap(record, running)):
+                           **self._decided(APPROVED_DECISION, approver)}
+                if (yield from self._decide(record, running, "approve", approver)):
                     return Step(RUN, running)
                 record = yield from self.read(approval_id)  # somebody else moved it first
                 continue
@@ -244,16 +272,19 @@ class Approvals:
             return (yield from self._swap(record, {**record, "running_until": 0.0}))
         return (yield from self.move(record, SETTLED, result))
 
-    def deny(self, approval_id: Any, result: dict[str, Any]) -> Steps[Step]:
-        """A person refused: settle a pending approval with ``result`` (``forbidden``). An
-        approval a workflow owns is settled by that workflow's runner only: any other is
-        REFUSED (``forbidden``) and the approval stays as it is."""
+    def deny(self, approval_id: Any, result: dict[str, Any],
+             approver: str | None = None) -> Steps[Step]:
+        """A person (``approver``, when the channel names one) refused: settle a pending
+        approval with ``result`` (``forbidden``); one person's deny is enough, however many
+        must approve. An approval a workflow owns is settled by that workflow's runner only:
+        any other is REFUSED (``forbidden``) and the approval stays as it is."""
         record = yield from self.read(approval_id)
         if record is not None and record["state"] in (PENDING, RUNNING) and not self.owns(record):
             return Step(REFUSED, record, failure(ErrorCode.FORBIDDEN))
         while record is not None and record["state"] == PENDING:
-            denied = {**record, "state": SETTLED, "result": result, **self._decided(DENIED_DECISION)}
-            if (yield from self._swap(record, denied)):
+            denied = {**record, "state": SETTLED, "result": result,
+                      **self._decided(DENIED_DECISION, approver)}
+            if (yield from self._decide(record, denied, "deny", approver)):
                 return Step(DENIED, denied, result)
             record = yield from self.read(approval_id)
         if record is not None and record["state"] == SETTLED:
@@ -282,19 +313,51 @@ class Approvals:
         if record["state"] != PENDING:
             return False
         ended = {**record, "state": SETTLED, "result": result, "closed": "workflow ended"}
-        ended.pop("decision", None)
-        ended.pop("decided_at", None)
+        for name in ("decision", "decided_at", "decided_by"):
+            ended.pop(name, None)
         return (yield from self._swap(record, ended))
 
-    def record_decision(self, record: dict[str, Any], decision: str) -> Steps[bool]:
+    def record_decision(self, record: dict[str, Any], decision: str,
+                        approver: str | None = None) -> Steps[bool]:
         """Keep a person's decision (``decision``: ``approved`` or ``denied``, and
-        ``decided_at``) on a pending approval whose workflow will act on it (the decision was
-        routed to the workflow, which settles it by its own step): a second decision that
-        contradicts it is then refused. Returns whether it was kept (False: the record moved
-        meanwhile, or already holds a decision)."""
+        ``decided_at``, ``decided_by``) on a pending approval whose workflow will act on it
+        (the decision was routed to the workflow, which settles it by its own step): a second
+        decision that contradicts it is then refused. Returns whether it was kept (False: the
+        record moved meanwhile, or already holds a decision)."""
         if record["state"] != PENDING or record.get("decision") is not None:
             return False
-        return (yield from self._swap(record, {**record, **self._decided(decision)}))
+        action = "approve" if decision == APPROVED_DECISION else "deny"
+        return (yield from self._decide(record, {**record, **self._decided(decision, approver)},
+                                        action, approver, routed_to=record.get("workflow")))
+
+    def require(self, approval_id: Any, people: int) -> Steps[dict[str, Any] | None]:
+        """Have a pending approval run only once ``people`` different named people approved
+        it (four eyes: 2), unless it needs as many already; returns the record as it now
+        stands (None: no such approval). Set where the desk is started, for the tools it
+        names; from then on every channel (the desk, the CLI, a panel) counts sign-offs."""
+        if isinstance(people, bool) or not isinstance(people, int) or people < 1:
+            raise ValueError("people must be an int >= 1")
+        record = yield from self.read(approval_id)
+        while record is not None and record["state"] == PENDING and people_needed(record) < people:
+            needed = {**record, "approvers_needed": people}
+            if (yield StoreStep("decide_approval", (record["approval_id"], record, needed, None))):
+                return needed
+            record = yield from self.read(approval_id)
+        return record
+
+    def relooked(self, record: dict[str, Any], result: dict[str, Any],
+                 approver: str | None) -> Steps[bool]:
+        """Record what the status lookup said when a person asked it again about a settled
+        approval that ended in doubt: its result becomes ``result`` (the receipt, or "not
+        done") in the record and the audit log; a lookup that still cannot say changes
+        nothing but the audit log. Returns whether the record moved."""
+        outcome = "ok" if result.get("ok") else str(result.get("error"))
+        if result.get("error") == ErrorCode.OUTCOME_UNKNOWN.value:
+            yield StoreStep("append_audit", (audit_fields(record, "lookup", approver,
+                                                          outcome=outcome),))
+            return False
+        return (yield from self._decide(record, {**record, "result": result}, "lookup", approver,
+                                        outcome=outcome))
 
     def owns(self, record: dict[str, Any]) -> bool:
         """Whether this runner may decide ``record``: it has no workflow, or it is its
@@ -326,13 +389,28 @@ class Approvals:
         if result is not None:
             new["result"] = result
         if state == PENDING:
-            new.pop("decision", None)
-            new.pop("decided_at", None)
+            for name in ("decision", "decided_at", "decided_by"):
+                new.pop(name, None)
         return (yield from self._swap(record, new))
 
-    def _decided(self, decision: str) -> dict[str, Any]:
-        """The fields a decision adds to the record: what it was and when."""
-        return {"decision": decision, "decided_at": self.clock()}
+    def _decided(self, decision: str, approver: str | None = None) -> dict[str, Any]:
+        """The fields a decision adds to the record: what it was, when, and by whom."""
+        decided: dict[str, Any] = {"decision": decision, "decided_at": self.clock()}
+        if approver is not None:
+            decided["decided_by"] = approver
+        return decided
+
+    def _decide(self, record: dict[str, Any], new: dict[str, Any], action: str,
+                approver: str | None, **more: Any) -> Steps[bool]:
+        """A person's move: compare-and-swap the whole record and append its audit entry in
+        the same store transaction (``StoreBase.decide_approval``)."""
+        audit = audit_fields(record, action, approver, **more)
+        swapped = yield StoreStep("decide_approval", (record["approval_id"], record, new, audit))
+        return bool(swapped)
+
+    def _waiting(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The answer to an approval counted (or not) while more people must approve."""
+        return failure(ErrorCode.APPROVAL_REQUIRED, approval_id=record["approval_id"])
 
     def _swap(self, record: dict[str, Any], new: dict[str, Any]) -> Steps[bool]:
         swapped = yield StoreStep("update_approval", (record["approval_id"], record["state"], new))
@@ -350,6 +428,42 @@ def _this_runner(host: str) -> dict[str, Any]:
     """Who runs an approval that moves to ``running``: as a claim records its owner."""
     pid, start_time = this_process()
     return {"host": host, "pid": pid, "start_time": start_time}
+
+
+def people_needed(record: dict[str, Any]) -> int:
+    """How many different people must approve ``record`` before it runs (1, or what
+    :meth:`Approvals.require` set)."""
+    needed = record.get("approvers_needed", 1)
+    return needed if isinstance(needed, int) and not isinstance(needed, bool) and needed > 1 else 1
+
+
+def _signoffs(record: dict[str, Any]) -> list[dict[str, Any]]:
+    found = record.get("signoffs")
+    return [s for s in found if isinstance(s, dict)] if isinstance(found, list) else []
+
+
+def signers(record: dict[str, Any], approver: str | None = None) -> set[str]:
+    """The different named people who approved ``record`` so far (its sign-offs), with
+    ``approver`` when given: one person approving twice counts once."""
+    names = {str(s["who"]) for s in _signoffs(record) if isinstance(s.get("who"), str)}
+    return names | ({approver} if approver is not None else set())
+
+
+def audit_fields(record: dict[str, Any], action: str, approver: str | None,
+                 **more: Any) -> dict[str, Any]:
+    """What an audit entry says of a decision on ``record``: who, the action, and the call
+    (tool, arguments' digest, key, its owner); the store adds the time, number and hashes."""
+    return {
+        "action": action,
+        "who": approver,
+        "approval_id": record.get("approval_id"),
+        "tool": record.get("tool"),
+        "arguments_digest": arguments_digest(record.get("arguments")),
+        "key": record.get("key"),
+        "task_id": record.get("task_id"),
+        "workflow": record.get("workflow"),
+        **more,
+    }
 
 
 def settled_result(record: dict[str, Any]) -> dict[str, Any]:

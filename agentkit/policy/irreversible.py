@@ -34,6 +34,7 @@ from agentkit.policy.approvals import (
     RUN,
     RUNNING,
     SETTLED,
+    WAITING,
     Approvals,
     Step,
     public_view,
@@ -41,7 +42,7 @@ from agentkit.policy.approvals import (
 )
 from agentkit.policy.budget import Budget
 from agentkit.policy.calls import ApprovedRun, Call
-from agentkit.policy.effects import PROTECT, Steps
+from agentkit.policy.effects import PROTECT, Steps, StoreStep
 from agentkit.policy.events import Listeners, Observers
 from agentkit.policy.once import once
 from agentkit.policy.results import finish, outcome
@@ -90,7 +91,8 @@ class IrreversibleWrites:
                 record = yield from self.approvals.find(call.key)
             else:
                 record = yield from self.approvals.open(call.key, call.fingerprint, spec.name,
-                                                        call.arguments, self.context)
+                                                        call.arguments, self.context,
+                                                        budget_remaining=self.budget.remaining)
         except StoreError as exc:
             if spent:
                 record = None
@@ -117,28 +119,32 @@ class IrreversibleWrites:
         asked = failure(ErrorCode.APPROVAL_REQUIRED, approval_id=record["approval_id"])
         return finish(asked, 0, False, _IRREVERSIBLE)
 
-    def approve(self, approval_id: Any, call_id: str) -> Steps[dict[str, Any]]:
+    def approve(self, approval_id: Any, call_id: str,
+                approver: str | None = None) -> Steps[dict[str, Any]]:
         """Run the one call this approval was asked for, once; again returns the same result.
 
         The state machine (:mod:`agentkit.policy.approvals`) decides whether this approver
-        runs it; the run goes through the idempotency store, so an approver that died mid-run
-        is recovered by the status lookup (or ``outcome_unknown``), never simply run again.
-        A store that cannot be used answers ``busy``: nothing ran.
+        runs it (``approver``: the person, recorded with the decision and in the audit log;
+        an approval that needs more people only counts it); the run goes through the
+        idempotency store, so an approver that died mid-run is recovered by the status lookup
+        (or ``outcome_unknown``), never simply run again. A store that cannot be used answers
+        ``busy``: nothing ran.
         """
         started = time.monotonic()
         yield PROTECT
         tool, effect = yield from self._named(approval_id)
         listeners = self.observers.begin()
-        body = self._approve(approval_id, call_id, started, listeners)
+        body = self._approve(approval_id, call_id, started, listeners, approver)
         return (yield from _framed(body, "approve", call_id, tool, effect, started, listeners))
 
     def _approve(self, approval_id: Any, call_id: str, started: float,
-                 listeners: Listeners) -> Steps[dict[str, Any]]:
+                 listeners: Listeners, approver: str | None = None) -> Steps[dict[str, Any]]:
         prepared: list[Call] = []
         try:
             step = yield from self.approvals.begin(
                 approval_id,
-                lambda record: self._prepare(call_id, record, prepared, started, listeners))
+                lambda record: self._prepare(call_id, record, prepared, started, listeners),
+                approver)
             if step.action != RUN:
                 return _answer_approval(listeners, call_id, approval_id, step, started)
             assert step.record is not None and prepared
@@ -159,20 +165,22 @@ class IrreversibleWrites:
                       call_id, call.spec.name, exc)
         return finish(result, call.attempts, bool(result.get("replayed")), _IRREVERSIBLE)
 
-    def deny(self, approval_id: Any, call_id: str) -> Steps[dict[str, Any]]:
-        """Settle a pending approval as ``forbidden``: nothing runs, now or later."""
+    def deny(self, approval_id: Any, call_id: str,
+             approver: str | None = None) -> Steps[dict[str, Any]]:
+        """Settle a pending approval as ``forbidden``: nothing runs, now or later
+        (``approver``: the person, recorded with the decision and in the audit log)."""
         started = time.monotonic()
         yield PROTECT
         tool, effect = yield from self._named(approval_id)
         listeners = self.observers.begin()
-        body = self._deny(approval_id, call_id, started, listeners)
+        body = self._deny(approval_id, call_id, started, listeners, approver)
         return (yield from _framed(body, "deny", call_id, tool, effect, started, listeners))
 
     def _deny(self, approval_id: Any, call_id: str, started: float,
-              listeners: Listeners) -> Steps[dict[str, Any]]:
+              listeners: Listeners, approver: str | None = None) -> Steps[dict[str, Any]]:
         denied = finish(failure(ErrorCode.FORBIDDEN), 0, False, _IRREVERSIBLE)
         try:
-            step = yield from self.approvals.deny(approval_id, denied)
+            step = yield from self.approvals.deny(approval_id, denied, approver)
         except StoreError as exc:
             log.error("%s deny %s: the store failed: %s", call_id, safe_name(approval_id), exc)
             return _busy()
@@ -191,6 +199,86 @@ class IrreversibleWrites:
     def pending(self) -> Steps[list[dict[str, Any]]]:
         """What a person is shown of every approval still waiting in the store."""
         return [public_view(record) for record in (yield from self.approvals.pending())]
+
+    def recheck(self, approval_id: Any, call_id: str,
+                approver: str | None = None) -> Steps[dict[str, Any]]:
+        """Ask the status lookup again about an approved call that ended in doubt (a person
+        on the desk: "ask the lookup again"). A ``running`` approval whose approver is gone
+        is recovered as :meth:`approve` recovers it. A settled one whose result is
+        ``outcome_unknown`` takes its key's claim over (only a stale one: a live claim is
+        ``in_progress``) and asks the lookup: done → the receipt becomes its result, the key
+        completed; not done → ``transient_failure``, not retryable (nothing was sent), the
+        key freed; still unknown → ``outcome_unknown``, the claim kept, stale. Nothing is
+        ever run: the handler is not called. Any other approval answers what approving it
+        again would. The person and what the lookup said go to the audit log."""
+        started = time.monotonic()
+        yield PROTECT
+        tool, effect = yield from self._named(approval_id)
+        listeners = self.observers.begin()
+        body = self._recheck(approval_id, call_id, started, listeners, approver)
+        return (yield from _framed(body, "recheck", call_id, tool, effect, started, listeners))
+
+    def _recheck(self, approval_id: Any, call_id: str, started: float, listeners: Listeners,
+                 approver: str | None) -> Steps[dict[str, Any]]:
+        try:
+            record = yield from self.approvals.read(approval_id)
+        except StoreError as exc:
+            log.error("%s recheck %s: the store failed: %s", call_id, safe_name(approval_id), exc)
+            return _busy()
+        doubt = (record is not None and record["state"] == SETTLED
+                 and settled_result(record).get("error") == ErrorCode.OUTCOME_UNKNOWN.value)
+        if record is None or not doubt:
+            if record is not None and record["state"] == RUNNING:
+                return (yield from self._approve(approval_id, call_id, started, listeners))
+            if record is not None and record["state"] == SETTLED:
+                return _replay_settled(listeners, call_id, record["tool"],
+                                       settled_result(record), started)
+            return finish(failure(ErrorCode.FORBIDDEN), 0, False, _IRREVERSIBLE)
+        prepared: list[Call] = []
+        refusal, _ = self._prepare(call_id, record, prepared, started, listeners)
+        if refusal is not None:
+            return finish(refusal, 0, False, _IRREVERSIBLE)
+        call = prepared[-1]
+        recover = self.writes.recoverer(call)
+        if recover is None or call.spec.transactional:  # nothing to ask: it stays in doubt
+            return finish(settled_result(record), 0, True, _IRREVERSIBLE)
+        asked: list[bool] = []
+        tokens: list[str] = []
+        asked_by_run: list[bool] = []
+
+        def ask() -> Steps[dict[str, Any] | None]:
+            asked.append(True)
+            assert recover is not None
+            return (yield from recover())
+
+        def run(mine: Claim) -> Steps[dict[str, Any]]:
+            if not asked:  # the key was not claimed (released meanwhile): ask now
+                asked_by_run.append(True)
+                try:
+                    receipt = yield from ask()
+                except Exception:
+                    return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
+                if receipt is not None:
+                    ok = isinstance(receipt, dict) and receipt.get("ok") is True
+                    return receipt if ok else failure(ErrorCode.OUTCOME_UNKNOWN, retryable=False)
+            return failure(ErrorCode.TRANSIENT_FAILURE, retryable=False)  # not done: nothing sent
+
+        try:
+            result = yield from once(
+                self.store, record["key"], record["fingerprint"], self.writes.lease(call),
+                run=run, recover=ask, full_sync=True, on_claim=tokens.append)
+            if result.get("error") == ErrorCode.OUTCOME_UNKNOWN.value and tokens and asked_by_run:
+                yield StoreStep("abandon", (record["key"], tokens[-1]))  # stale: ask again later
+            if result.get("error") == ErrorCode.IN_PROGRESS.value:
+                return finish(result, 0, False, _IRREVERSIBLE)
+            settled = finish({k: v for k, v in result.items() if k != "replayed"}, 0, False,
+                             _IRREVERSIBLE)
+            yield from self.approvals.relooked(record, settled, approver)
+        except StoreError as exc:
+            log.error("%s recheck %s: the store failed: %s", call_id, safe_name(approval_id), exc)
+            return _busy()
+        call.event("approval_settled", approval_id=record["approval_id"], outcome=outcome(settled))
+        return settled
 
     def _named(self, approval_id: Any) -> Steps[tuple[str, str]]:
         """The tool and effect an approval id names (for its call's first event)."""
@@ -257,6 +345,8 @@ def _answer_approval(listeners: Listeners, call_id: str, approval_id: Any, step:
     if step.action == REPLAY:
         return _replay_settled(listeners, call_id, tool, step.result, started)
     code = step.result.get("error", "")
+    if step.action == WAITING:  # counted as a sign-off (or not): it still waits, nothing ran
+        return finish(step.result, 0, False, _IRREVERSIBLE)
     if step.action == REFUSED:
         _tell(listeners, "refused", call_id, tool, _IRREVERSIBLE, started, outcome=code)
     elif code != ErrorCode.IN_PROGRESS.value:  # unknown, expired: the answer is final

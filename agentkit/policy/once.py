@@ -79,8 +79,10 @@ def once(
         raise TypeError("key must be a str")
     ttl = max(store.claim_ttl_seconds, lease_seconds or 0.0)
     try:
-        decision = yield StoreStep("claim", (key, fingerprint, ttl),
-                                   {"may_take_over": recover is not None, "full_sync": full_sync})
+        options = {"may_take_over": recover is not None, "full_sync": full_sync}
+        if completes_itself:  # its effect commits with its result: the claim needs no flush
+            options["flush"] = False
+        decision = yield StoreStep("claim", (key, fingerprint, ttl), options)
     except StoreError as exc:
         store_log.error("could not claim key %r, nothing ran (busy): %s", key, exc)
         return failure(ErrorCode.BUSY)

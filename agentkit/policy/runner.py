@@ -21,7 +21,7 @@ from typing import Any
 from agentkit.boundary.context import CallContext
 from agentkit.boundary.invoke import new_call_id
 from agentkit.boundary.registry import ToolRegistry
-from agentkit.policy.approvals import Approvals
+from agentkit.policy.approvals import MAX_APPROVER_CHARS, Approvals
 from agentkit.policy.backoff import Backoff
 from agentkit.policy.budget import Budget
 from agentkit.policy.drivers import AsyncDriver, SyncDriver
@@ -130,17 +130,35 @@ class ToolRunner:
         call_id = call_id if isinstance(call_id, str) and call_id else new_call_id()
         return self._sync_driver.run(self._policy.call(name, arguments, call_id))
 
-    def approve(self, approval_id: Any, *, call_id: str | None = None) -> dict[str, Any]:
+    def approve(self, approval_id: Any, *, call_id: str | None = None,
+                approver: str | None = None) -> dict[str, Any]:
         """Run the one call this approval was asked for, once; again returns the same result.
         A store that cannot be used answers ``busy``: nothing ran. ``call_id`` is the host's
         own id of the call being approved (a framework's tool-call id, a durable engine's step
         or activity id), which then names the run in the trace, the log and the events, as
-        with :meth:`call`; without one the runner makes its own."""
-        return self._sync_driver.run(self._policy.approve(approval_id, _named(call_id)))
+        with :meth:`call`; without one the runner makes its own. ``approver`` names the
+        person: it is kept with the decision (``decided_by``) and in the store's audit log;
+        an approval that needs two people (four eyes) counts each named person once and
+        answers ``approval_required`` until the second one approves."""
+        return self._sync_driver.run(
+            self._policy.approve(approval_id, _named(call_id), _person(approver)))
 
-    def deny(self, approval_id: Any, *, call_id: str | None = None) -> dict[str, Any]:
-        """Settle a pending approval as ``forbidden``: nothing runs, now or later."""
-        return self._sync_driver.run(self._policy.deny(approval_id, _named(call_id)))
+    def deny(self, approval_id: Any, *, call_id: str | None = None,
+             approver: str | None = None) -> dict[str, Any]:
+        """Settle a pending approval as ``forbidden``: nothing runs, now or later
+        (``approver``: the person, as for :meth:`approve`)."""
+        return self._sync_driver.run(
+            self._policy.deny(approval_id, _named(call_id), _person(approver)))
+
+    def recheck(self, approval_id: Any, *, call_id: str | None = None,
+                approver: str | None = None) -> dict[str, Any]:
+        """Ask the status lookup again about an approved call that ended in doubt
+        (``outcome_unknown``): done → the receipt is its result now; not done →
+        ``transient_failure``, not retryable, the key freed; still unknown → as it was. The
+        handler never runs. The desk's "ask the lookup again"
+        (docs/design.md#approvals-desk)."""
+        return self._sync_driver.run(
+            self._policy.recheck(approval_id, _named(call_id), _person(approver)))
 
     def pending_approvals(self) -> list[dict[str, Any]]:
         """The approvals in the store that still wait for a decision, oldest first: those
@@ -175,16 +193,31 @@ class ToolRunner:
         return self._async_driver.drive(self._policy.call(name, arguments, call_id))
 
     def aapprove(
-        self, approval_id: Any, *, call_id: str | None = None
+        self, approval_id: Any, *, call_id: str | None = None, approver: str | None = None
     ) -> Coroutine[Any, Any, dict[str, Any]]:
         """:meth:`approve` for async hosts (see :meth:`acall`)."""
-        return self._async_driver.drive(self._policy.approve(approval_id, _named(call_id)))
+        return self._async_driver.drive(
+            self._policy.approve(approval_id, _named(call_id), _person(approver)))
 
     def adeny(
-        self, approval_id: Any, *, call_id: str | None = None
+        self, approval_id: Any, *, call_id: str | None = None, approver: str | None = None
     ) -> Coroutine[Any, Any, dict[str, Any]]:
         """:meth:`deny` for async hosts (see :meth:`acall`)."""
-        return self._async_driver.drive(self._policy.deny(approval_id, _named(call_id)))
+        return self._async_driver.drive(
+            self._policy.deny(approval_id, _named(call_id), _person(approver)))
+
+
+def _person(approver: Any) -> str | None:
+    """A person's name as a decision records it: a non-empty str of printable characters
+    (no leading or trailing space), at most ``MAX_APPROVER_CHARS`` long (anything else raises ``ValueError``: a person's
+    channel, not model input, names the approver), or None."""
+    if approver is None:
+        return None
+    if (not isinstance(approver, str) or not approver or approver != approver.strip()
+            or not approver.isprintable() or len(approver) > MAX_APPROVER_CHARS):
+        raise ValueError(f"approver must be a printable name of 1 to {MAX_APPROVER_CHARS}"
+                         " characters, or None")
+    return str.__str__(approver)
 
 
 def _named(call_id: Any) -> str:

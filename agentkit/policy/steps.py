@@ -208,14 +208,22 @@ class Policy:
                            "call", result)
         return result
 
-    def approve(self, approval_id: Any, call_id: str) -> Steps[dict[str, Any]]:
+    def approve(self, approval_id: Any, call_id: str,
+                approver: str | None = None) -> Steps[dict[str, Any]]:
         """Run the one call this approval was asked for, once (see
         :meth:`~agentkit.policy.irreversible.IrreversibleWrites.approve`)."""
-        return self.irreversible.approve(approval_id, call_id)
+        return self.irreversible.approve(approval_id, call_id, approver)
 
-    def deny(self, approval_id: Any, call_id: str) -> Steps[dict[str, Any]]:
+    def deny(self, approval_id: Any, call_id: str,
+             approver: str | None = None) -> Steps[dict[str, Any]]:
         """Settle a pending approval as ``forbidden``: nothing runs, now or later."""
-        return self.irreversible.deny(approval_id, call_id)
+        return self.irreversible.deny(approval_id, call_id, approver)
+
+    def recheck(self, approval_id: Any, call_id: str,
+                approver: str | None = None) -> Steps[dict[str, Any]]:
+        """Ask the status lookup again about an approved call in doubt (see
+        :meth:`~agentkit.policy.irreversible.IrreversibleWrites.recheck`)."""
+        return self.irreversible.recheck(approval_id, call_id, approver)
 
     def pending(self) -> Steps[list[dict[str, Any]]]:
         """What a person is shown of every approval still waiting in the store."""

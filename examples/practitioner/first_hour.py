@@ -12,7 +12,8 @@ id-addressed reversible write with its status lookup) on a ``ToolRegistry``, the
    again on PostgreSQL: the same ``create_ticket`` call replays (no second ticket).
 
 Run it from anywhere (``make install`` has everything it needs, or
-``pip install 'agentkit[mcp,frameworks,postgres]'``)::
+``pip install -e '.[mcp,frameworks,postgres]'`` from a clone: the distribution is
+``agentkit-boundary``, see docs/install.md)::
 
     python examples/practitioner/first_hour.py
     TICKETS_PG_URL=postgresql://agent@localhost/agents python examples/practitioner/first_hour.py

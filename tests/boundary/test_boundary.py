@@ -198,6 +198,75 @@ def test_transient_failures(counted, exc):
     assert handler.calls == 1
 
 
+@pytest.mark.parametrize("exc", [ConnectionError("reset by peer"), TimeoutError("socket")])
+def test_a_transient_failure_is_one_warning_line_without_a_traceback(counted, exc, caplog):
+    def flaky(x: int) -> int:
+        raise exc
+
+    handler = counted(flaky)
+    reg = registry_with(spec(handler, name="flaky"))
+    with caplog.at_level(logging.DEBUG, logger="agentkit"):
+        assert invoke_tool(reg, "flaky", {"x": 1})["error"] == "transient_failure"
+    assert handler.calls == 1
+    said = [r for r in caplog.records if r.name == "agentkit"]
+    assert [r.levelno for r in said] == [logging.WARNING], said
+    (record,) = said
+    assert record.exc_info is None and "\n" not in record.getMessage()
+    message = record.getMessage()
+    assert "flaky" in message and "call-" in message and type(exc).__name__ in message
+    assert str(exc) in message and "transient_failure" in message
+
+
+def test_a_transient_failure_the_runner_retried_away_logs_no_error(caplog):
+    """A ConnectionError, retried, then a success: WARNING lines, never ERROR or a traceback."""
+    from agentkit import ToolRunner
+
+    calls = []
+
+    def fetch(x: int) -> int:
+        calls.append(x)
+        if len(calls) < 3:
+            raise ConnectionError("connection reset by peer")
+        return x
+
+    reg = registry_with(spec(fetch, name="fetch", attempts=3))
+    slept: list[float] = []
+    runner = ToolRunner(reg, sleep=slept.append)
+    with caplog.at_level(logging.DEBUG, logger="agentkit"):
+        result = runner.call("fetch", {"x": 7})
+    assert result["ok"] is True and result["attempts"] == 3
+    assert len(calls) == 3 and len(slept) == 2
+    said = [r for r in caplog.records if r.name == "agentkit"]
+    assert not [r for r in said if r.levelno >= logging.ERROR], [r.getMessage() for r in said]
+    assert not [r for r in said if r.exc_info], [r.getMessage() for r in said]
+    warnings = [r.getMessage() for r in said if r.levelno == logging.WARNING]
+    assert sum("transient failure" in m and "ConnectionError" in m for m in warnings) == 2
+
+
+def raising(exc: Exception):
+    def flaky(x: int) -> int:
+        raise exc
+
+    return flaky
+
+
+def test_a_transient_failures_log_line_is_redacted_and_survives_a_broken_str(counted, caplog):
+    class Hostile(ConnectionError):
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    secret = "sk-" + "a" * 40
+    for exc, hidden in ((ConnectionError(f"upstream said key={secret}\nline two"), secret),
+                        (Hostile(), "no text")):
+        reg = registry_with(spec(counted(raising(exc)), name="flaky"))
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="agentkit"):
+            assert invoke_tool(reg, "flaky", {"x": 1})["error"] == "transient_failure"
+        (record,) = [r for r in caplog.records if r.name == "agentkit"]
+        assert record.levelno == logging.WARNING and hidden not in record.getMessage()
+        assert "\n" not in record.getMessage()
+
+
 @pytest.mark.parametrize("exc", [TypeError("bug inside"), KeyError("k"), ValueError("v"), RuntimeError()])
 def test_other_exceptions_are_tool_failures(counted, exc, caplog):
     def buggy(x: int) -> int:

@@ -19,6 +19,7 @@ from agentkit.demo.matrix import (
     EFFECTS,
     FAILURES,
     OUTPUT_LIMIT,
+    PAYMENT_FAILURES,
     REVERSIBLE,
     Bench,
     CellResult,
@@ -48,7 +49,7 @@ def steps(cell: CellResult) -> list[tuple[str, str]]:
 def test_the_csv_has_one_row_per_cell_of_design_section_8():
     rows = load_matrix()
     assert [(r["failure"], r["effect"]) for r in rows] == list(CELLS)
-    assert len(rows) == 23
+    assert len(rows) == 25  # the chapter's 23, and the two payment rows (docs/design.md#current-call)
     assert {r["failure"] for r in rows} == set(FAILURES)
     assert all(isinstance(r["handler_calls"], int) and r["note"] for r in rows)
     with open(CSV_PATH, newline="", encoding="utf-8") as f:
@@ -59,7 +60,9 @@ def test_the_dash_cells_of_design_are_absent():
     for failure in ("same_write_repeated", "same_key_other_payload", "process_killed_mid_write"):
         assert (failure, "read") not in CELLS
     assert ("process_killed_mid_write", "irreversible_write") not in CELLS
-    assert len(CELLS) == len(FAILURES) * len(EFFECTS) - 4
+    for failure in PAYMENT_FAILURES:  # a payment is an irreversible write
+        assert [(f, e) for f, e in CELLS if f == failure] == [(failure, "irreversible_write")]
+    assert len(CELLS) == len(FAILURES) * len(EFFECTS) - 4 - 2 * len(PAYMENT_FAILURES)
 
 
 def test_load_matrix_names_the_line_of_a_bad_row(tmp_path):

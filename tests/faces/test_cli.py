@@ -41,9 +41,9 @@ def test_matrix_prints_the_table_and_exits_0():
     assert run.returncode == 0, run.stdout + run.stderr
     lines = run.stdout.splitlines()
     assert lines[0].split() == COLUMNS
-    assert len([line for line in lines if line.rstrip().endswith("True")]) == 23
+    assert len([line for line in lines if line.rstrip().endswith("True")]) == 25
     assert "False" not in run.stdout
-    assert lines[-1] == "all 23 cells as expected"
+    assert lines[-1] == "all 25 cells as expected"
 
 
 def test_matrix_exits_1_on_a_wrong_row(tmp_path):

@@ -131,6 +131,19 @@ def test_a_call_is_one_execute_tool_span_with_the_conventions_attributes(fed, pr
     assert all(s.context.trace_id == span.context.trace_id for s in (attempt, lookup))
 
 
+def test_the_instrumentation_scope_carries_the_distributions_version(fed, provider, exporter):
+    """The scope's version is read from the installed distribution, `agentkit-boundary` (the
+    import name `agentkit` names no distribution of ours: asking it gave "0")."""
+    import importlib.metadata
+
+    instrument(fed, tracer_provider=provider)
+    timed_out_write_settled(fed)
+    span = one(exporter, "execute_tool save")
+    assert span.instrumentation_scope.name == "agentkit"
+    assert span.instrumentation_scope.version == importlib.metadata.version("agentkit-boundary")
+    assert span.instrumentation_scope.version != "0"
+
+
 def test_span_times_are_the_events_times(fed, provider, exporter):
     instrument(fed, tracer_provider=provider)
     fed.emit("call_started", at=100.0)

@@ -288,7 +288,7 @@ def test_the_checker_catches_what_it_is_for() -> None:
         "| `05_failure_matrix` | the whole table (§1), the glance table (§5) |": "is about",
         "Two designs, content-addressed and id-addressed (notebooks 04 §6.1, 07 §5).": "is about",
         "*Timeout × reversible write* (row 10)": "name the matrix cell",
-        "see 04 §11": "has no section §11",
+        "see 04 §12": "has no section §12",
         "00 Q9 asks": "its quiz has",
         "a bare §3 with no notebook": "names no notebook",
     }

@@ -383,6 +383,10 @@ class Broken(IdempotencyStore):
         self._fail("update_approval")
         return super().update_approval(approval_id, expected_state, record)
 
+    def decide_approval(self, approval_id, expected, record, audit):  # a decision's update
+        self._fail("update_approval")
+        return super().decide_approval(approval_id, expected, record, audit)
+
 
 def test_a_store_failure_around_approvals_is_busy_and_nothing_runs():
     calls: list[str] = []

@@ -134,9 +134,9 @@ def test_sqlite_file_of_release_1_is_migrated_in_place(made_by: str, tmp_path: P
         assert store.result("hung") == RECEIPT
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (3,)  # release 3: the audit log
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        assert tables == {"keys", "approvals"}
+        assert tables == {"keys", "approvals", "audit"}
     finally:
         conn.close()
 
@@ -174,7 +174,7 @@ def test_pg_tables_of_release_1_are_migrated_in_place(pg: Backend) -> None:
         fill(old)
     store = pg()
     check_migrated(store, lambda: pg.advance(400))
-    assert pg.sql("SELECT version FROM agentkit_schema ORDER BY version") == [(1,), (2,)]
+    assert pg.sql("SELECT version FROM agentkit_schema ORDER BY version") == [(1,), (3,)]
     assert pg.sql(
         "SELECT to_regclass('agentkit_results'), to_regclass('agentkit_claims')"
     ) == [(None, None)]

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 from test_store_migration import release  # tests/ is on sys.path
 from test_stores import OK, TINY_TTL, UNKNOWN, WAIT, Backend, Hung, Op, PgSchema
@@ -579,14 +580,18 @@ def test_sqlite_every_claim_statement_finds_its_row_by_the_primary_key(
     """The query plan of every statement a claim sends, on 20,000 keys: a b-tree search of
     the primary key (O(log n)), never a scan; the purge's steps are bounded ranges of it."""
     sent: list[str] = []
-    connect = sqlite3.connect
+    connect = SQLiteIdempotencyStore._connect
 
-    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        conn = connect(*args, **kwargs)
-        conn.set_trace_callback(sent.append)
+    def tracer(_cursor: apsw.Cursor, sql: str, _bindings: Any) -> bool:
+        sent.append(sql)
+        return True
+
+    def traced(self: SQLiteIdempotencyStore, **kwargs: Any) -> apsw.Connection:
+        conn = connect(self, **kwargs)
+        conn.set_exec_trace(tracer)
         return conn
 
-    monkeypatch.setattr(sqlite3, "connect", traced)
+    monkeypatch.setattr(SQLiteIdempotencyStore, "_connect", traced)
     store = SQLiteIdempotencyStore(tmp_path / "s.sqlite3", retention_seconds=RETENTION)
     try:
         now = store.store_now()
@@ -616,8 +621,9 @@ def test_sqlite_every_claim_statement_finds_its_row_by_the_primary_key(
 
 
 def explain_sqlite(path: Path, statements: list[str]) -> list[tuple[str, list[str]]]:
-    """(statement, its query plan's lines) for each statement on the keys table."""
-    conn = sqlite3.connect(path)
+    """(statement, its query plan's lines) for each statement on the keys table, planned by
+    the store's own SQLite (apsw's) while the store has the file open."""
+    conn = apsw.Connection(str(path))
     try:
         found = []
         for statement in statements:
@@ -701,6 +707,6 @@ def test_a_store_of_the_previous_release_is_listed_purged_and_copied(tmp_path: P
         assert keys_of(store) == {} and store.approval_page() == []
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (3,)  # release 3: the audit log
     finally:
         conn.close()

@@ -3,11 +3,11 @@ and store failures, through ToolRunner.call, counting the handler's real runs.""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
 from agentkit import IdempotencyStore, SQLiteIdempotencyStore, ToolRegistry, ToolRunner, ToolSpec
@@ -122,7 +122,7 @@ def test_the_late_return_of_an_old_attempt_leaves_the_newer_claim_alone() -> Non
 def locked(tmp_path: Path):
     path = tmp_path / "store.sqlite"
     SQLiteIdempotencyStore(path).close()
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn = apsw.Connection(str(path))  # the store's own SQLite: it sees this lock
     yield path, conn
     if conn.in_transaction:
         conn.execute("ROLLBACK")
@@ -130,7 +130,7 @@ def locked(tmp_path: Path):
 
 
 def test_a_locked_store_before_the_claim_is_busy_through_the_runner(
-    locked: tuple[Path, sqlite3.Connection], caplog: pytest.LogCaptureFixture
+    locked: tuple[Path, apsw.Connection], caplog: pytest.LogCaptureFixture
 ) -> None:
     path, conn = locked
     write = Write(hang=False)
@@ -147,7 +147,7 @@ def test_a_locked_store_before_the_claim_is_busy_through_the_runner(
 
 
 def test_a_store_failing_after_the_handler_ran_is_outcome_unknown_through_the_runner(
-    locked: tuple[Path, sqlite3.Connection], caplog: pytest.LogCaptureFixture
+    locked: tuple[Path, apsw.Connection], caplog: pytest.LogCaptureFixture
 ) -> None:
     path, conn = locked
     write = Write(hang=False)

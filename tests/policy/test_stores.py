@@ -17,10 +17,11 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
+import apsw
 import pytest
 
 from agentkit.policy.stores import (
@@ -29,7 +30,7 @@ from agentkit.policy.stores import (
     SQLiteIdempotencyStore,
     StoreError,
 )
-from agentkit.policy.stores.sqlite import journal_choice
+from agentkit.policy.stores.sqlite import journal_choice, sqlite_version
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("_store_worker.py")
@@ -283,12 +284,13 @@ class Backend:
         """Run SQL on the store's tables, written for PostgreSQL (``agentkit_keys``, %s)."""
         if self.pg is not None:
             return self.pg.execute(statement, params)
-        conn = sqlite3.connect(self.path)
+        # apsw, the store's own binding: a second SQLite library (the stdlib's) in this
+        # process would not see the store's locks, and closing it would drop them.
+        conn = apsw.Connection(str(self.path))
         try:
-            with conn:
-                rows = conn.execute(
-                    statement.replace("agentkit_", "").replace("%s", "?"), params
-                ).fetchall()
+            rows = conn.execute(
+                statement.replace("agentkit_", "").replace("%s", "?"), params
+            ).fetchall()
         finally:
             conn.close()
         return rows
@@ -760,20 +762,19 @@ def test_approval_record_needs_a_state(make_store, record: Any) -> None:
 
 
 def test_sqlite_creates_the_directory_and_uses_the_journal_of_its_sqlite(sqlite_path: Path) -> None:
-    """WAL only on a SQLite without the WAL-reset bug (issue 39); this machine's 3.40.1 has
-    it: a rollback journal, which a new connection does not inherit from the file (WAL is
-    the file's, byte 18 of its header: 2)."""
+    """WAL only on a SQLite without the WAL-reset bug (issue 39): the store runs on apsw's
+    bundled SQLite, which has the fix, whatever the stdlib's sqlite3 links (3.40.1 here);
+    WAL is the file's (byte 18 of its header: 2), so any reader sees it."""
     with SQLiteIdempotencyStore(sqlite_path) as store:
         store.run_once("k", Op(OK))
-        wal = store.journal.journal_mode == "wal"
-        version = sqlite3.sqlite_version_info
-        assert wal == (version >= (3, 51, 3) or (3, 44, 6) <= version < (3, 45)
-                       or (3, 50, 7) <= version < (3, 51))
+        assert store.journal.journal_mode == "wal"
+        assert sqlite_version() == tuple(map(int, apsw.sqlite_lib_version().split(".")))
+        assert sqlite_version() >= (3, 51, 3)
     assert sqlite_path.exists()
-    assert sqlite_path.read_bytes()[18] == (2 if wal else 1)
-    conn = sqlite3.connect(sqlite_path)
+    assert sqlite_path.read_bytes()[18] == 2
+    conn = sqlite3.connect(sqlite_path)  # (the store is closed: another library may look)
     try:
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == ("wal" if wal else "delete")
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     finally:
         conn.close()
 
@@ -791,18 +792,29 @@ def test_sqlite_restart_replays_and_keeps_approvals(sqlite_path: Path) -> None:
     assert op.calls == 1
 
 
-@pytest.fixture(params=["linked", "fixed"])
-def sqlite_version(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The linked SQLite (3.40.1 here: a rollback journal), and one with the WAL-reset fix
-    (WAL: the store's other journal, run on this SQLite for the test's few connections)."""
-    if request.param == "fixed":
-        monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 51, 3))
+@pytest.fixture(params=["bundled", "affected"])
+def bundled_or_affected(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """apsw's bundled SQLite (WAL), and one with the WAL-reset bug as an apsw built against
+    an older system SQLite would report (a rollback journal: the store's other journal,
+    run on the bundled SQLite for the test's few connections)."""
+    if request.param == "affected":
+        monkeypatch.setattr(apsw, "sqlite_lib_version", lambda: "3.40.1")
     return str(request.param)
+
+
+def traced(conn: apsw.Connection, seen: Callable[[str], object]) -> None:
+    """Call ``seen`` with every statement ``conn`` runs (apsw's exec tracer)."""
+
+    def tracer(_cursor: apsw.Cursor, sql: str, _bindings: object) -> bool:
+        seen(sql)
+        return True
+
+    conn.set_exec_trace(tracer)
 
 
 @pytest.mark.parametrize("full_sync", [False, True])
 def test_sqlite_only_the_claim_is_flushed_on_its_own_connection(
-    sqlite_path: Path, sqlite_version: str, full_sync: bool
+    sqlite_path: Path, bundled_or_affected: str, full_sync: bool
 ) -> None:
     """Every claim, full_sync or not, commits on a connection that is always
     synchronous=FULL; in WAL the result on one that is always NORMAL (a lost result leaves
@@ -810,8 +822,7 @@ def test_sqlite_only_the_claim_is_flushed_on_its_own_connection(
     PRAGMA is toggled per call."""
     with SQLiteIdempotencyStore(sqlite_path) as store:
         wal = store.journal.journal_mode == "wal"
-        assert wal == (sqlite_version == "fixed" or sqlite3.sqlite_version_info >= (3, 51, 3)
-                       or journal_choice().journal_mode == "wal")
+        assert wal == (bundled_or_affected == "bundled") == (journal_choice().journal_mode == "wal")
         store.run_once("warm-up", Op(OK), full_sync=full_sync)  # a connection of each level
         statements: list[tuple[int, str]] = []
         pools = {claims: idle for claims, idle in store._idle.items() if idle}
@@ -825,7 +836,7 @@ def test_sqlite_only_the_claim_is_flushed_on_its_own_connection(
             def trace(statement: str, level: int = level) -> None:
                 statements.append((level, statement))
 
-            conn.set_trace_callback(trace)
+            traced(conn, trace)
         assert store.run_once("k", Op(OK), "fp", full_sync=full_sync) == OK
         claimed = [level for level, sql in statements if sql.startswith("INSERT OR IGNORE")]
         results = [level for level, sql in statements if sql.startswith("UPDATE keys SET result")]
@@ -845,7 +856,7 @@ def _files(path: Path) -> dict[str, tuple[int, int]]:
 
 
 def test_sqlite_a_new_key_is_one_insert_and_a_replay_writes_nothing(
-    sqlite_path: Path, sqlite_version: str
+    sqlite_path: Path, bundled_or_affected: str
 ) -> None:
     """The claim is the INSERT itself (no read before it); a key that has a row is read after
     its INSERT found it, and that INSERT changed nothing and wrote nothing to the file, its
@@ -858,13 +869,13 @@ def test_sqlite_a_new_key_is_one_insert_and_a_replay_writes_nothing(
         wal = store.journal.journal_mode == "wal"
         assert len(conns) == (2 if wal else 1)  # WAL: NORMAL (the result), FULL (the claim)
         for conn in conns:
-            conn.set_trace_callback(statements.append)
-        changes, files = sum(conn.total_changes for conn in conns), _files(sqlite_path)
+            traced(conn, statements.append)
+        changes, files = sum(conn.total_changes() for conn in conns), _files(sqlite_path)
         assert store.run_once("k", op, "fp", full_sync=True) == {**OK, "replayed": True}
         assert store.run_once("k", op, "fp") == {**OK, "replayed": True}
         assert store.run_once("k", op, "other")["error"] == "idempotency_conflict"
         assert op.calls == 1
-        assert sum(conn.total_changes for conn in conns) == changes
+        assert sum(conn.total_changes() for conn in conns) == changes
         assert _files(sqlite_path) == files
         assert [sql.split()[0] for sql in statements] == ["INSERT", "SELECT"] * 3
         statements.clear()
@@ -881,13 +892,13 @@ def test_sqlite_replays_a_completed_key_when_the_file_cannot_be_written(
     with SQLiteIdempotencyStore(sqlite_path) as store:
         op = Op(OK)
         assert store.run_once("k", op, "fp") == OK
-        [conn] = store._idle[False]
+        [conn] = store._idle[True]  # the claims' connection (WAL: FULL)
         conn.execute("PRAGMA query_only = 1")  # every write now fails, as on a full disk
         assert store.run_once("k", op, "fp") == {**OK, "replayed": True}
         assert store.run_once("k", op, "other")["error"] == "idempotency_conflict"
         assert store.run_once("new", op, "fp") == BUSY
         assert op.calls == 1
-        assert store._idle[False] == []  # the connection that could not write is closed
+        assert store._idle[True] == []  # the connection that could not write is closed
         assert store.run_once("new", op, "fp") == OK and op.calls == 2  # a new one can
 
 
@@ -899,7 +910,7 @@ def test_sqlite_a_connection_given_back_after_close_is_closed(sqlite_path: Path)
     store.close()
     store._checkin(conn, healthy=True)
     assert store._idle == {False: [], True: []}
-    with pytest.raises(sqlite3.ProgrammingError):
+    with pytest.raises(apsw.ConnectionClosedError):
         conn.execute("SELECT 1")
 
 
@@ -907,21 +918,25 @@ def test_sqlite_a_connection_given_back_after_close_is_closed(sqlite_path: Path)
 def test_sqlite_a_forked_child_opens_its_own_connections(sqlite_path: Path) -> None:
     with SQLiteIdempotencyStore(sqlite_path) as store:
         assert store.run_once("parent", Op(OK)) == OK
-        [inherited] = store._idle[False]
+        pools = {level: list(idle) for level, idle in store._idle.items()}
+        inherited = [conn for idle in pools.values() for conn in idle]
+        assert len(inherited) == 2  # WAL: the claims' connection and the results'
+        [reader] = pools[False]
         pid = os.fork()
-        if pid == 0:  # the child: its own connection, the parent's set aside (never closed)
+        if pid == 0:  # the child: its own connections, the parent's set aside (never closed)
             status = 1
             try:
                 child_op = Op(OK)
                 ok = store.run_once("child", child_op) == OK and child_op.calls == 1
-                [own] = store._idle[False]
-                status = 0 if ok and own is not inherited and store._inherited == [inherited] else 1
+                own = [conn for idle in store._idle.values() for conn in idle]
+                fresh = len(own) == 2 and not {id(c) for c in own} & {id(c) for c in inherited}
+                status = 0 if ok and fresh and store._inherited == inherited else 1
             finally:
                 os._exit(status)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
-        assert store._idle[False] == [inherited]  # the parent's pool is its own
-        assert inherited.execute("SELECT count(*) FROM keys").fetchone() == (2,)
+        assert store._idle == pools  # the parent's pools are its own
+        assert reader.execute("SELECT count(*) FROM keys").fetchone() == (2,)
         assert store.result("child") == OK
 
 
@@ -1202,9 +1217,10 @@ BUSY = {"ok": False, "error": "busy", "retryable": True}
 
 @pytest.fixture
 def locked_db(sqlite_path: Path):
-    """A second connection that can hold the database's write lock."""
+    """A second connection that can hold the database's write lock (apsw, the store's own
+    SQLite: locks between two SQLite libraries in one process do not see each other)."""
     SQLiteIdempotencyStore(sqlite_path).close()
-    conn = sqlite3.connect(sqlite_path, isolation_level=None)
+    conn = apsw.Connection(str(sqlite_path))
     yield conn
     if conn.in_transaction:
         conn.execute("ROLLBACK")
@@ -1212,7 +1228,7 @@ def locked_db(sqlite_path: Path):
 
 
 def test_sqlite_locked_before_the_claim_is_busy_and_runs_nothing(
-    sqlite_path: Path, locked_db: sqlite3.Connection, caplog: pytest.LogCaptureFixture
+    sqlite_path: Path, locked_db: apsw.Connection, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = SQLiteIdempotencyStore(sqlite_path, busy_timeout_seconds=0.01)
     op = Op(OK)
@@ -1228,7 +1244,7 @@ def test_sqlite_locked_before_the_claim_is_busy_and_runs_nothing(
 
 
 def test_sqlite_locked_past_the_busy_timeout_still_replays_a_completed_key(
-    sqlite_path: Path, locked_db: sqlite3.Connection
+    sqlite_path: Path, locked_db: apsw.Connection
 ) -> None:
     """The claim's INSERT waits for the write lock even for a completed key; past the busy
     timeout the key is read, and a completed one replays (a replay needs no write)."""
@@ -1245,7 +1261,7 @@ def test_sqlite_locked_past_the_busy_timeout_still_replays_a_completed_key(
 
 
 def test_sqlite_failing_after_the_operation_ran_is_outcome_unknown(
-    sqlite_path: Path, locked_db: sqlite3.Connection, caplog: pytest.LogCaptureFixture
+    sqlite_path: Path, locked_db: apsw.Connection, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = SQLiteIdempotencyStore(sqlite_path, busy_timeout_seconds=0.01, clock=Clock())
     calls = 0
@@ -1268,7 +1284,7 @@ def test_sqlite_failing_after_the_operation_ran_is_outcome_unknown(
 
 
 def test_sqlite_other_methods_raise_store_error_naming_the_file(
-    sqlite_path: Path, locked_db: sqlite3.Connection
+    sqlite_path: Path, locked_db: apsw.Connection
 ) -> None:
     store = SQLiteIdempotencyStore(sqlite_path, busy_timeout_seconds=0.01)
     locked_db.execute("BEGIN EXCLUSIVE")
@@ -1442,7 +1458,7 @@ def test_pg_schema_is_created_once_by_workers_starting_together(pg: Backend) -> 
         t.join(WAIT)
     assert errors == []
     assert sum(1 for a in answers if a == OK) == 1
-    assert pg.sql("SELECT version FROM agentkit_schema") == [(2,)]
+    assert pg.sql("SELECT version FROM agentkit_schema") == [(3,)]
 
 
 def _truncatable(pg: Backend) -> list[tuple[str, bool]]:

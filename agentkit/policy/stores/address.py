@@ -34,15 +34,13 @@ from __future__ import annotations
 import importlib
 import os
 import re
-import sqlite3
 from typing import Any
 from urllib.parse import unquote_plus
-from urllib.request import pathname2url
 
 from agentkit.policy.stores.algorithm import StoreError
 from agentkit.policy.stores.memory import IdempotencyStore
 from agentkit.policy.stores.operations import OperableStore
-from agentkit.policy.stores.sqlite import SQLiteIdempotencyStore
+from agentkit.policy.stores.sqlite import SQLiteIdempotencyStore, read_only_look
 
 __all__ = ["SCHEMES", "existing_sqlite_store", "libpq_reading", "open_existing_store",
            "open_store", "public_address", "scrub", "sqlite_path"]
@@ -193,25 +191,7 @@ def existing_sqlite_store(path: str | os.PathLike[str], **options: Any) -> SQLit
     if not os.path.isfile(name):
         why = "not a file" if os.path.exists(name) else "no such store"
         raise StoreError(f"{name}: {why} (give an existing agentkit store)")
-    wait = float(options.get("busy_timeout_seconds", 10.0))
-    try:
-        conn = sqlite3.connect(f"file:{pathname2url(os.path.abspath(name))}?mode=ro", uri=True,
-                               timeout=wait)
-    except sqlite3.Error as exc:
-        raise StoreError(f"{name}: cannot open the database ({exc})") from None
-    try:
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        tables = sorted(row[0] for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"))
-    except sqlite3.OperationalError as exc:
-        if "locked" in str(exc) or "busy" in str(exc):
-            raise StoreError(f"{name}: {exc} (another connection held it for more than"
-                             f" {wait:g} s)") from None
-        raise StoreError(f"{name}: not a usable SQLite database ({exc})") from None
-    except sqlite3.Error as exc:
-        raise StoreError(f"{name}: not a usable SQLite database ({exc})") from None
-    finally:
-        conn.close()
+    version, tables = read_only_look(name, float(options.get("busy_timeout_seconds", 10.0)))
     if version == 0 and not {"results", "claims"} <= set(tables):  # release 1 had no version
         held = f"tables {tables}" if tables else "an empty database, no tables"
         raise StoreError(f"{name}: not an agentkit store ({held}); give the store a runner"

@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from agentkit.boundary.canonical import canonical_json
 from agentkit.boundary.errors import ErrorCode, failure
+from agentkit.policy.stores.audit import AUDIT_LOCK, GENESIS, Signer, env_signer, seal
 from agentkit.policy.stores.owner import this_host, this_process
 
 if TYPE_CHECKING:
@@ -198,6 +199,9 @@ class Transaction(Protocol):
     claim (never on a result) with that token. ``complete`` stores the result unless one is
     there already (the first one wins), ends whatever claim the key has, and returns True
     when that claim had ``token`` (False: the claim was lost, taken over or released).
+    ``audit_tail`` is the audit log's last entry (its number and hash, None when empty) and
+    ``insert_audit`` appends one (:mod:`~agentkit.policy.stores.audit`), under
+    ``lock(AUDIT_LOCK)``.
     """
 
     def now(self) -> float: ...
@@ -212,6 +216,8 @@ class Transaction(Protocol):
     def insert_approval(self, approval_id: str, state: str, text: str) -> None: ...
     def replace_approval(self, approval_id: str, state: str, text: str) -> None: ...
     def approvals(self, state: str | None) -> list[str]: ...
+    def audit_tail(self) -> tuple[int, str] | None: ...
+    def insert_audit(self, seq: int, digest: str, text: str) -> None: ...
 
     @property
     def connection(self) -> Any:
@@ -255,6 +261,10 @@ class StoreBase:
     #: Whether a handler's effect can commit in the store's own transaction with the key's
     #: result (:meth:`effect_transaction`; ``ToolSpec(transactional=True)``).
     holds_effects = False
+
+    #: Who signs the audit entries this store appends (:mod:`~agentkit.policy.stores.audit`):
+    #: None signs with the key ``$AGENTKIT_AUDIT_SIGNING_KEY`` names, when it names one.
+    audit_signer: Signer | None = None
 
     def __init__(self, claim_ttl_seconds: float) -> None:
         ttl = float(claim_ttl_seconds)
@@ -331,11 +341,15 @@ class StoreBase:
 
     def claim(
         self, key: str, fingerprint: str | None, ttl: float, *, may_take_over: bool,
-        full_sync: bool = False,
+        full_sync: bool = False, flush: bool = True,
     ) -> Result | tuple[str, Claim]:
         """Claim ``key``: a final answer (a replay, ``in_progress``, a conflict, or
         ``outcome_unknown`` for a stale claim nobody may take over), or ``(CLAIMED, claim)`` /
-        ``(TAKEN_OVER, claim)`` that this caller now holds. Raises :class:`StoreError`."""
+        ``(TAKEN_OVER, claim)`` that this caller now holds. Raises :class:`StoreError`.
+
+        ``flush=False``: the claim needs no flush of its own (a transactional write, whose
+        effect commits with its result: a claim a power cut forgot leaves nothing behind);
+        a store whose claims cost a flush may commit it at its results' level."""
         if self.read_before_claim:
             with self.transaction(write=False) as tx:  # a replay takes no write lock
                 stored = tx.result(key)
@@ -401,10 +415,14 @@ class StoreBase:
     # ---- more of the public interface
 
     def release(self, key: str) -> None:
-        """Clear a claim, whoever holds it: a human's "I checked, it did not happen"."""
+        """Clear a claim, whoever holds it: a human's "I checked, it did not happen" (the
+        audit log records it)."""
         with self.transaction(write=True) as tx:
             tx.lock(key)
             claim = tx.claim(key)
+            if claim is not None:
+                self.audit_in(tx, {"action": "release", "who": None, "key": key,
+                                   "checked": False, "owner": _owner(claim)})
             tx.delete_claim(key, None)
         if claim is not None:
             let_go(claim.token)
@@ -462,6 +480,54 @@ class StoreBase:
                 return False
             tx.replace_approval(approval_id, record["state"], text)
             return True
+
+    def decide_approval(
+        self, approval_id: str, expected: dict[str, Any], record: dict[str, Any],
+        audit: dict[str, Any] | None,
+    ) -> bool:
+        """A person's decision: compare-and-swap the whole record (``expected`` is the record
+        as the decider read it: a decision made on an older record fails, so two sign-offs
+        racing cannot lose one) and append ``audit`` to the audit log in the same
+        transaction, so a decision is never kept without its evidence, nor the evidence
+        without the decision. (``audit`` None: a change that is no person's decision.)"""
+        text = record_text(record)
+        with self.transaction(write=True, full_sync=True) as tx:
+            tx.lock(approval_id)
+            current = tx.approval(approval_id)
+            if current is None or _loads(current) != expected:
+                return False
+            if audit is not None:  # first: an entry that cannot be written changes nothing
+                self.audit_in(tx, audit)
+            tx.replace_approval(approval_id, record["state"], text)
+            return True
+
+    def append_audit(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """Append one entry (``fields``: who, action, what) to the audit log, in a
+        transaction of its own; returns the sealed entry. Raises ``StoreError``, and
+        ``ValueError``/``ImportError`` for a signing key that cannot be used."""
+        with self.transaction(write=True, full_sync=True) as tx:
+            return self.audit_in(tx, fields)
+
+    def audit_in(self, tx: Transaction, fields: dict[str, Any]) -> dict[str, Any]:
+        """Inside a write transaction: append the entry after the log's last one (its
+        number, its ``prev``, the transaction's clock), signed when a key is configured. An
+        entry that cannot be made or signed raises :class:`StoreError`: the transaction, and
+        so the decision it records, is rolled back."""
+        try:
+            signer = self.audit_signer if self.audit_signer is not None else env_signer()
+        except (ValueError, ImportError) as exc:
+            raise StoreError(f"the audit log's signing key cannot be used: {exc}") from exc
+        tx.lock(AUDIT_LOCK)
+        tail = tx.audit_tail()
+        seq, prev = (1, GENESIS) if tail is None else (tail[0] + 1, tail[1])
+        try:
+            entry = seal(seq, prev, tx.now(), fields, signer)
+        except (TypeError, ValueError) as exc:  # a field JSON cannot hold
+            raise StoreError(f"the audit entry cannot be written: {exc}") from exc
+        except Exception as exc:  # the signer failed: nothing is kept, the decision neither
+            raise StoreError(f"the audit entry cannot be signed: {exc}") from exc
+        tx.insert_audit(seq, entry["hash"], canonical_json(entry))
+        return entry
 
     def list_approvals(self, state: str | None = None) -> list[dict[str, Any]]:
         """Every approval record in the store (of every process), in creation order;
@@ -542,6 +608,15 @@ class StoreBase:
             step(key, mine)
         except StoreError as exc:
             logger.error("could not update the claim on key %r (%s): %s", key, consequence, exc)
+
+
+def _owner(claim: Claim) -> dict[str, Any]:
+    """A claim's owner as an audit entry records it."""
+    return {"host": claim.host, "pid": claim.pid, "lease_until": claim.lease_until}
+
+
+#: A claim's owner as an audit entry records it (for the operations module).
+claim_owner = _owner
 
 
 def _loads(text: str) -> dict[str, Any]:

@@ -16,6 +16,10 @@ Retention
     ``purge()`` deletes the completed keys older than ``retention_seconds`` and the settled
     or expired approvals, as the durable stores do (:mod:`~agentkit.policy.stores.operations`),
     a thousand at a time under the store's lock.
+
+Audit log
+    The audit log (:mod:`~agentkit.policy.stores.audit`) is a list, kept as long as the
+    store: a purge never shortens it.
 """
 
 from __future__ import annotations
@@ -111,6 +115,14 @@ class MemoryTransaction:
     def approvals(self, state: str | None) -> list[str]:
         return [t for s, t in self._s._approvals.values() if state is None or s == state]
 
+    def audit_tail(self) -> tuple[int, str] | None:
+        audit = self._s._audit
+        return (len(audit), audit[-1][0]) if audit else None
+
+    def insert_audit(self, seq: int, digest: str, text: str) -> None:
+        assert seq == len(self._s._audit) + 1
+        self._s._audit.append((digest, text))
+
 
 class _Section:
     """The store's lock around its one transaction object: no objects made per step."""
@@ -164,6 +176,7 @@ class IdempotencyStore(OperableStore):
         self._approvals: dict[str, tuple[str, str]] = {}  # id -> (state, text)
         self._completed_at: dict[str, float] = {}  # key -> when it completed (store's clock)
         self._approval_times: dict[str, float] = {}  # id -> when it last changed
+        self._audit: list[tuple[str, str]] = []  # the audit log: (hash, text), entry n at n-1
 
         self._tx = MemoryTransaction(self)
         self._section = _Section(self._lock, self._tx)
@@ -175,7 +188,7 @@ class IdempotencyStore(OperableStore):
 
     def claim(
         self, key: str, fingerprint: str | None, ttl: float, *, may_take_over: bool,
-        full_sync: bool = False,
+        full_sync: bool = False, flush: bool = True,
     ) -> Result | tuple[str, Claim]:
         with self._lock:
             stored = self._results.get(key)
@@ -232,6 +245,12 @@ class IdempotencyStore(OperableStore):
             return [ApprovalEntry(approval_id, s, text, self._approval_times.get(approval_id))
                     for approval_id, (s, text) in self._approvals.items()
                     if state is None or s == state]
+
+    def audit_page(self, after: int = 0, limit: int = 1000) -> list[tuple[int, str]]:
+        with self._lock:
+            start = max(0, after)
+            return [(start + n + 1, text)
+                    for n, (_, text) in enumerate(self._audit[start:start + limit])]
 
     def add_keys(self, entries: list[KeyEntry]) -> int:
         added = 0

@@ -74,7 +74,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from agentkit.policy.stores.algorithm import Claim, StoreBase, let_go
+from agentkit.policy.stores.algorithm import Claim, StoreBase, claim_owner, let_go
 
 __all__ = [
     "DEFAULT_RETENTION_SECONDS",
@@ -259,6 +259,11 @@ class OperableStore(StoreBase):
         returns (keys, approvals) deleted."""
         raise NotImplementedError  # pragma: no cover - abstract
 
+    def audit_page(self, after: int = 0, limit: int = 1000) -> list[tuple[int, str]]:
+        """Up to ``limit`` audit entries numbered after ``after``, in order, each as (its
+        number, its stored JSON text) (:mod:`~agentkit.policy.stores.audit`)."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
     # ---- the operations
 
     def purge(self, now: float | None = None) -> int:
@@ -269,8 +274,10 @@ class OperableStore(StoreBase):
         ``retention_seconds=None`` nothing is deleted. Raises ``StoreError``."""
         return self.purge_counts(now).total
 
-    def purge_counts(self, now: float | None = None) -> Purged:
-        """:meth:`purge`, telling keys from approvals, and the time before which it purged."""
+    def purge_counts(self, now: float | None = None, *, who: str | None = None) -> Purged:
+        """:meth:`purge`, telling keys from approvals, and the time before which it purged.
+        A purge that deleted something appends to the audit log (``who``: the person who
+        asked, when one did)."""
         if now is not None and (isinstance(now, bool) or not isinstance(now, (int, float))
                                 or not math.isfinite(now)):
             raise ValueError("now must be a finite number of seconds since the epoch")
@@ -278,6 +285,9 @@ class OperableStore(StoreBase):
             return Purged(0, 0, None)
         before = (self.store_now() if now is None else float(now)) - self.retention_seconds
         keys, approvals = self.purge_before(before)
+        if keys or approvals:
+            self.append_audit({"action": "purge", "who": who, "keys": keys,
+                               "approvals": approvals, "before": before})
         return Purged(keys, approvals, before)
 
     def identity(self) -> tuple[Any, ...]:
@@ -299,10 +309,13 @@ class OperableStore(StoreBase):
         judges it: not running in this process, and its lease passed or its owner known gone."""
         return self._is_stale(claim, now)
 
-    def release_stale(self, key: str) -> Released:
+    def release_stale(self, key: str, *, who: str | None = None,
+                      note: str | None = None) -> Released:
         """Clear ``key``'s claim if it is stale (see the module docstring), in one atomic
-        section; a completed key, a key the store does not hold and a live claim are left
-        as they are (the :class:`Released` says which). Raises ``StoreError``."""
+        section that also appends the release to the audit log (``who`` released it, and
+        the person's ``note``: what they checked); a completed key, a key the store does
+        not hold and a live claim are left as they are (the :class:`Released` says which).
+        Raises ``StoreError``."""
         with self.transaction(write=True) as tx:
             tx.lock(key)
             if tx.result(key) is not None:
@@ -312,9 +325,22 @@ class OperableStore(StoreBase):
                 return Released(key, "unknown", None)
             if not self.claim_is_stale(claim, tx.now()):
                 return Released(key, "live", claim)
+            self.audit_in(tx, {"action": "release", "who": who, "key": key, "checked": True,
+                               "owner": claim_owner(claim), "note": note})
             tx.delete_claim(key, claim.token)
         let_go(claim.token)
         return Released(key, "released", claim)
+
+    def audit_entries(self, page: int = 1000) -> Iterator[str]:
+        """Every audit entry's stored text, in order, read ``page`` at a time."""
+        after = 0
+        while True:
+            rows = self.audit_page(after, page)
+            for _, text in rows:
+                yield text
+            if len(rows) < page:
+                return
+            after = rows[-1][0]
 
     def entries(self, page: int = 1000) -> Iterator[KeyEntry]:
         """Every key in key order, read ``page`` at a time (a long listing holds nothing)."""

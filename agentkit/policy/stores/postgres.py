@@ -160,17 +160,37 @@ _T = TypeVar("_T")
 logger = logging.getLogger("agentkit.policy.stores")
 
 #: The version of the tables below; a database with a lower one is migrated in place, one
-#: with a higher one is refused.
-SCHEMA_VERSION = 2
+#: with a higher one is refused. (3: the audit log, ``agentkit_audit``.)
+SCHEMA_VERSION = 3
 
 #: How long a statement waits for a lock held by another session (``lock_timeout``) before
 #: the call gives up as ``busy``; no statement runs longer than four times this
 #: (``statement_timeout``).
 BUSY_TIMEOUT_SECONDS = 10.0
 
+#: How often a call waiting for its first connection looks whether the server refused it.
+_REFUSAL_POLL_SECONDS = 0.05
+#: libpq's words for a server that answered and will not let us in: no wait can change that.
+_REFUSALS = ("password authentication failed", "no password supplied", "authentication failed",
+             "no pg_hba.conf entry", "does not exist")
+
+
+def refused(reason: str) -> bool:
+    """Whether a failed connection attempt's reason says the server refused us (a wrong
+    password, an unknown role or database), rather than that it could not be reached."""
+    return any(words in reason for words in _REFUSALS)
+
+
 # Any fixed 64-bit number: the advisory lock that serialises schema creation.
 _SCHEMA_LOCK = 0x6167_656E_746B_6974  # "agentkit"
 
+# The audit log (version 3; agentkit.policy.stores.audit): one row per entry, in order,
+# appended under the advisory lock of AUDIT_LOCK inside the transaction it records.
+_AUDIT = """CREATE TABLE IF NOT EXISTS agentkit_audit (
+    seq bigint PRIMARY KEY,
+    hash text NOT NULL,
+    entry text NOT NULL
+)"""
 # One row per key: a claim (token set, result NULL) or a completed result (token NULL).
 _KEYS = """CREATE TABLE IF NOT EXISTS agentkit_keys (
     key text PRIMARY KEY,
@@ -193,6 +213,7 @@ _SCHEMA = [
         updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
     )""",
     "CREATE INDEX IF NOT EXISTS agentkit_approvals_by_state ON agentkit_approvals (state, seq)",
+    _AUDIT,
 ]
 # Version 1 kept results and claims in two tables; a key in both is completed.
 _MIGRATE_FROM_1 = [
@@ -447,6 +468,15 @@ class PostgresTransaction:
             rows = self._answered(_APPROVALS_IN, (state,)).fetchall()
         return [str(row[0]) for row in rows]
 
+    def audit_tail(self) -> tuple[int, str] | None:
+        row = self._answered(
+            "SELECT seq, hash FROM agentkit_audit ORDER BY seq DESC LIMIT 1").fetchone()
+        return None if row is None else (int(row[0]), str(row[1]))
+
+    def insert_audit(self, seq: int, digest: str, text: str) -> None:
+        self._c.execute("INSERT INTO agentkit_audit (seq, hash, entry) VALUES (%s, %s, %s)",
+                        (seq, digest, text))
+
 
 _SESSION = (
     "SELECT set_config('synchronous_commit', %s, false), set_config('lock_timeout', %s, false),"
@@ -599,14 +629,10 @@ class PostgresIdempotencyStore(OperableStore):
         first call after a restart costs a reconnect and no error.
         """
         import psycopg
-        import psycopg_pool
 
         pool = self._current_pool(durable)
         for _ in range(self.pool_size + 1):
-            try:
-                conn = pool.getconn()
-            except psycopg_pool.PoolTimeout as exc:
-                raise self._unreachable() from exc
+            conn = self._getconn(pool)
             if looks_dead(conn):
                 retired.add(conn)
                 conn.close()
@@ -633,6 +659,29 @@ class PostgresIdempotencyStore(OperableStore):
             raise StoreError(f"{self.address}: {self._reason(exc)}") from exc
         finally:
             pool.putconn(conn)
+
+    def _getconn(self, pool: psycopg_pool.ConnectionPool[Any]) -> psycopg.Connection[Any]:
+        """A connection from ``pool`` within the connect bound; given up at once when the
+        server answered and refused us (a wrong password, an unknown role or database, no
+        pg_hba.conf entry): waiting cannot help, and "no connection within 5 s" would be
+        untrue. The pool is asked in short slices, between which the reason of its last
+        failed attempt (kept by PoolNoise, without the password) is read."""
+        import time
+
+        import psycopg_pool
+
+        deadline = time.monotonic() + self.connect_timeout_seconds
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return pool.getconn(timeout=max(0.001, min(left, _REFUSAL_POLL_SECONDS)))
+            except psycopg_pool.PoolTimeout as exc:
+                reason = why_unreachable(self.address, self._dsn)
+                if refused(reason):
+                    raise StoreError(f"{self.address}: the server answered and refused the"
+                                     f" login ({reason})") from exc
+                if left <= _REFUSAL_POLL_SECONDS:
+                    raise self._unreachable() from exc
 
     def _unreachable(self) -> StoreError:
         """No connection within the bound: the outage is logged once (the calls stay busy)."""
@@ -664,6 +713,7 @@ class PostgresIdempotencyStore(OperableStore):
                     " upgrade agentkit, or use another database"
                 )
             if found is None or found < SCHEMA_VERSION:
+                # (from version 2: only the audit log is new; _SCHEMA's tables exist already)
                 for statement in _MIGRATE_FROM_1 if found == 1 else _SCHEMA:
                     conn.execute(statement)
                 if found == 1:
@@ -751,7 +801,7 @@ class PostgresIdempotencyStore(OperableStore):
 
     def claim(
         self, key: str, fingerprint: str | None, ttl: float, *, may_take_over: bool,
-        full_sync: bool = False,
+        full_sync: bool = False, flush: bool = True,
     ) -> Result | tuple[str, Claim]:
         """One statement: the claim's INSERT (unless the key has a row) and a read of the
         row; a key claimed already takes the careful path (one transaction under the key's
@@ -926,7 +976,7 @@ class PostgresIdempotencyStore(OperableStore):
     @on_a_thread_if_the_loop_ends
     async def aclaim(
         self, key: str, fingerprint: str | None, ttl: float, *, may_take_over: bool,
-        full_sync: bool = False,
+        full_sync: bool = False, flush: bool = True,
     ) -> Result | tuple[str, Claim]:
         """:meth:`claim` on the event loop: one round trip for a new key or a replay, two
         more for the careful path."""
@@ -1083,6 +1133,14 @@ class PostgresIdempotencyStore(OperableStore):
                 f" FROM agentkit_approvals {where} ORDER BY seq", args,
             ).fetchall()
         return [ApprovalEntry(*row) for row in rows]
+
+    def audit_page(self, after: int = 0, limit: int = 1000) -> list[tuple[int, str]]:
+        with self._connection(durable=False) as conn:
+            rows = conn.execute(
+                "SELECT seq, entry FROM agentkit_audit WHERE seq > %s ORDER BY seq LIMIT %s",
+                (after, limit),
+            ).fetchall()
+        return [(int(row[0]), str(row[1])) for row in rows]
 
     def add_keys(self, entries: list[KeyEntry]) -> int:
         """One statement (arrays of the columns), committed with the WAL flush: a copied

@@ -1,31 +1,43 @@
 """The SQLite store: durable across restarts, safe between processes on one machine.
 
 Journal mode and durability (:func:`journal_choice`)
-    SQLite 3.7.0 to 3.51.2 has the WAL-reset bug (https://sqlite.org/wal.html#walresetbug;
-    fixed in 3.51.3, and in 3.44.6 and 3.50.7 of those lines): two connections checkpointing
-    while a third commits can corrupt a WAL database, and this store opens a connection per
-    thread and per process. So the linked SQLite decides the journal, once, in
-    :func:`journal_choice`:
+    The store runs on ``apsw``, a maintained binding that bundles its own SQLite (the
+    ``apsw`` wheel 3.54.1.0 bundles SQLite 3.54.1), not on the stdlib ``sqlite3``, whose
+    SQLite is the system's (Debian 12's 3.40.1, for one). SQLite 3.7.0 to 3.51.2 has the
+    WAL-reset bug (https://sqlite.org/wal.html#walresetbug; fixed in 3.51.3, and in 3.44.6
+    and 3.50.7 of those lines): two connections checkpointing while a third commits can
+    corrupt a WAL database, and this store opens a connection per thread and per process.
+    The bundled SQLite has the fix, and one function, :func:`journal_choice`, still checks
+    its version (``apsw.sqlite_lib_version()``: an ``apsw`` built against an older system
+    SQLite would report that one), so the safety holds by construction:
 
-    - an affected SQLite (Debian 12's 3.40.1, for one) runs a rollback journal
-      (``journal_mode=TRUNCATE``), with no WAL and no checkpoints at all, and every
-      connection at ``synchronous=FULL`` (in a rollback journal, NORMAL saves nothing
-      measurable and may corrupt the file in a power cut on older file systems);
-    - a fixed SQLite runs WAL: readers never block the writer; claims and approvals commit on
-      connections at ``synchronous=FULL`` (fsync at every commit), results, freed and
-      abandoned claims on connections at ``synchronous=NORMAL`` (a pool per level: nothing
-      is toggled per call).
+    - a fixed SQLite (the bundled one) runs WAL: readers never block the writer; claims and
+      approvals commit on connections at ``synchronous=FULL`` (fsync at every commit),
+      results, freed and abandoned claims on connections at ``synchronous=NORMAL`` (a pool
+      per level: nothing is toggled per call);
+    - an affected SQLite runs a rollback journal (``journal_mode=TRUNCATE``), with no WAL and
+      no checkpoints at all, and every connection at ``synchronous=FULL`` (in a rollback
+      journal, NORMAL saves nothing measurable and may corrupt the file in a power cut on
+      older file systems).
 
     Either way every claim, reversible or irreversible, is on disk before its handler runs:
     a claim a power cut forgot would let the write run again. The result's commit need not
     be flushed (WAL): a power cut that loses it leaves the durable claim, and the status
     lookup settles the key. What it costs (``make bench``, 2 vCPUs): a new key is two
-    commits; with a rollback journal each is about 1 ms of fsyncs (the journal, the file,
-    the journal's truncation), where WAL at NORMAL wrote a claim in tens of microseconds
-    and flushed nothing. A file left in WAL by an older release (or by a fixed SQLite) is
-    switched to the rollback journal when a store on an affected SQLite opens it; that
-    needs every other connection to the file closed (stop the old workers first), and is
-    retried for ``busy_timeout`` like any lock.
+    commits, the claim's flushed (one fsync of the log) and the result's not, about 0.32 ms
+    beside 0.17 ms for a plain ``INSERT`` committed at ``FULL``; in a rollback journal each
+    commit is about 0.7 ms of fsyncs (the journal, the file, the journal's truncation), and
+    a new key 1.5 ms. A file left in a rollback journal by the previous release (which ran
+    one on the stdlib's affected SQLite) is switched to WAL when a store opens it, keeping
+    its keys (a killed worker's hot journal is rolled back first); a file left in WAL is
+    switched to the rollback journal only on an affected SQLite, which needs every other
+    connection to the file closed (stop the old workers first), and is retried for
+    ``busy_timeout`` like any lock.
+
+    One SQLite library per process on the file: the stdlib's ``sqlite3`` opening the file
+    while a store of this process has it open would not see the store's locks, and closing
+    it would drop them (https://sqlite.org/howtocorrupt.html, 2.2.1). Look inside through
+    ``apsw``, or from another process.
 
 SQLite concurrency and cost
     One row per key (``keys``): a claim while ``result`` is NULL, a completed key once it is
@@ -44,13 +56,20 @@ SQLite concurrency and cost
 
 Schema version
     ``PRAGMA user_version`` holds the layout's version (:data:`SCHEMA_VERSION`). A file of
-    version 1 (a ``results`` and a ``claims`` table) is migrated in place, in one
-    transaction, when a store opens it; a newer one is refused with a clear error.
+    version 1 (a ``results`` and a ``claims`` table) or 2 (no ``audit`` table) is migrated
+    in place, in one transaction, when a store opens it; a newer one is refused with a
+    clear error.
+
+Audit log
+    ``audit`` holds the audit log (:mod:`~agentkit.policy.stores.audit`): one row per entry,
+    its number the primary key, appended inside the transaction of the decision, release or
+    purge it records (which holds the database's write lock: entries are numbered in
+    order). A purge never deletes from it.
 
 Failures
-    Every ``sqlite3`` error (a lock held past ``busy_timeout``, a corrupt or read-only file,
-    a full disk) comes out as :class:`~agentkit.policy.stores.algorithm.StoreError` naming
-    the file and the reason, and ``run_once`` turns it into ``busy`` or ``outcome_unknown``.
+    Every SQLite error (``apsw.Error``: a lock held past ``busy_timeout``, a corrupt or
+    read-only file, a full disk) comes out as
+    :class:`~agentkit.policy.stores.algorithm.StoreError` naming the file and the reason, and ``run_once`` turns it into ``busy`` or ``outcome_unknown``.
     Opening a store on a path it cannot use fails at once, with one error saying what is
     wrong: a folder that does not exist and cannot be made, a read-only folder or file, a
     folder where the file should be, a file that is not an SQLite database. A file deleted
@@ -70,13 +89,15 @@ from __future__ import annotations
 
 import logging
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import takewhile
 from typing import Any, NoReturn
+
+import apsw
 
 from agentkit.policy.stores.algorithm import (
     CLAIMED,
@@ -100,6 +121,7 @@ from agentkit.policy.stores.owner import owner_gone, this_process
 __all__ = [
     "BUSY_TIMEOUT_SECONDS", "PURGE_PAUSE_SECONDS", "SCHEMA_VERSION", "WAL_RESET_FIXED",
     "JournalChoice", "SQLiteIdempotencyStore", "SQLiteTransaction", "journal_choice",
+    "read_only_look", "sqlite_version",
 ]
 
 logger = logging.getLogger("agentkit.policy.stores")
@@ -114,9 +136,9 @@ BUSY_TIMEOUT_SECONDS = 10.0
 PURGE_PAUSE_SECONDS = 0.025
 
 #: The layout of the tables below (``PRAGMA user_version``). Version 1 (``user_version`` 0,
-#: a ``results`` and a ``claims`` table) is migrated in place when a store opens the file;
-#: a file with a higher version is refused.
-SCHEMA_VERSION = 2
+#: a ``results`` and a ``claims`` table) and version 2 (no ``audit`` table) are migrated in
+#: place when a store opens the file; a file with a higher version is refused.
+SCHEMA_VERSION = 3
 
 #: The first release of each SQLite line with the WAL-reset fix
 #: (https://sqlite.org/wal.html#walresetbug): 3.51.3 and every later release, and the
@@ -137,16 +159,25 @@ class JournalChoice:
     why: str
 
 
+def sqlite_version() -> tuple[int, ...]:
+    """The version of the SQLite the store runs on: ``apsw``'s own
+    (``apsw.sqlite_lib_version()``, the bundled one in the wheels), never the stdlib
+    ``sqlite3``'s."""
+    return tuple(int("".join(takewhile(str.isdigit, part)) or 0)
+                 for part in apsw.sqlite_lib_version().split(".")[:3])
+
+
 def journal_choice(version: tuple[int, ...] | None = None) -> JournalChoice:
     """The one decision of the journal: WAL only on a SQLite without the WAL-reset bug.
 
-    ``version`` is a SQLite version (default: the linked one, ``sqlite3.sqlite_version_info``).
-    On an affected SQLite a rollback journal (``TRUNCATE``: the journal is emptied, not
-    deleted, after each commit, a little cheaper than ``DELETE``) has no WAL, so no
-    checkpoint can race a commit, and every connection runs ``synchronous=FULL``. On a fixed
-    one, WAL, with claims committed at ``FULL`` and results at ``NORMAL``. Either way a claim
-    is on disk before its handler runs."""
-    found = tuple(sqlite3.sqlite_version_info if version is None else version)[:3]
+    ``version`` is a SQLite version (default: the one the store runs on,
+    :func:`sqlite_version`). On a fixed one (the SQLite ``apsw`` bundles), WAL, with claims
+    committed at ``FULL`` and results at ``NORMAL``. On an affected SQLite (an ``apsw`` built
+    against an older system SQLite) a rollback journal (``TRUNCATE``: the journal is emptied,
+    not deleted, after each commit, a little cheaper than ``DELETE``) has no WAL, so no
+    checkpoint can race a commit, and every connection runs ``synchronous=FULL``. Either way
+    a claim is on disk before its handler runs."""
+    found = tuple(sqlite_version() if version is None else version)[:3]
     fixed = found >= WAL_RESET_FIXED[-1] or any(
         found[:2] == line[:2] and found >= line for line in WAL_RESET_FIXED[:-1])
     shown = ".".join(str(part) for part in found)
@@ -179,6 +210,12 @@ _APPROVALS = """CREATE TABLE IF NOT EXISTS approvals (
     state TEXT NOT NULL,
     record TEXT NOT NULL,
     updated_at REAL NOT NULL
+)"""
+# The audit log (version 3): one row per entry, in order; never purged.
+_AUDIT = """CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY,
+    hash TEXT NOT NULL,
+    entry TEXT NOT NULL
 )"""
 # Version 1 kept results and claims in two tables; a key in both is completed.
 _MIGRATE_FROM_1 = [
@@ -232,13 +269,15 @@ class SQLiteTransaction:
     """The :class:`~agentkit.policy.stores.algorithm.Transaction` of the SQLite store, on one
     connection inside ``BEGIN IMMEDIATE`` (writes) or autocommit (reads)."""
 
-    def __init__(self, conn: sqlite3.Connection, clock: Callable[[], float]) -> None:
+    def __init__(self, conn: apsw.Connection, clock: Callable[[], float]) -> None:
         self._c = conn
         self._clock = clock
 
     @property
-    def connection(self) -> sqlite3.Connection:
-        """The ``sqlite3`` connection inside this transaction (``?`` placeholders)."""
+    def connection(self) -> apsw.Connection:
+        """The ``apsw.Connection`` inside this transaction: ``execute(sql, params)`` with ``?``
+        placeholders, as ``sqlite3``'s (its cursor has ``fetchone``/``fetchall``; the rows a
+        statement changed are ``changes()``)."""
         return self._c
 
     def now(self) -> float:
@@ -258,23 +297,23 @@ class SQLiteTransaction:
         return None if row is None else Claim(*row)
 
     def insert_claim(self, key: str, claim: Claim) -> bool:
-        cur = self._c.execute(_INSERT_CLAIM, (key, *_claim_row(claim), self._clock()))
-        return cur.rowcount == 1
+        self._c.execute(_INSERT_CLAIM, (key, *_claim_row(claim), self._clock()))
+        return self._c.changes() == 1
 
     def replace_claim(self, key: str, token: str, claim: Claim) -> bool:
-        cur = self._c.execute(
+        self._c.execute(
             "UPDATE keys SET token = ?, fingerprint = ?, host = ?, pid = ?, start_time = ?,"
             " lease_until = ?, updated_at = ? WHERE key = ? AND token = ?",
             (*_claim_row(claim), self._clock(), key, token),
         )
-        return cur.rowcount == 1
+        return self._c.changes() == 1
 
     def delete_claim(self, key: str, token: str | None) -> bool:
         if token is None:
-            cur = self._c.execute("DELETE FROM keys WHERE key = ? AND result IS NULL", (key,))
+            self._c.execute("DELETE FROM keys WHERE key = ? AND result IS NULL", (key,))
         else:
-            cur = self._c.execute(_DROP, (key, token))
-        return cur.rowcount == 1
+            self._c.execute(_DROP, (key, token))
+        return self._c.changes() == 1
 
     def complete(self, key: str, token: str, fingerprint: str | None, text: str) -> bool:
         return _complete(self._c, key, token, fingerprint, text, self._clock())
@@ -307,20 +346,36 @@ class SQLiteTransaction:
             ).fetchall()
         return [str(row[0]) for row in rows]
 
+    def audit_tail(self) -> tuple[int, str] | None:
+        row = self._c.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
+        return None if row is None else (int(row[0]), str(row[1]))
+
+    def insert_audit(self, seq: int, digest: str, text: str) -> None:
+        self._c.execute("INSERT INTO audit (seq, hash, entry) VALUES (?, ?, ?)", (seq, digest, text))
+
 
 def _complete(
-    conn: sqlite3.Connection, key: str, token: str, fingerprint: str | None, text: str,
+    conn: apsw.Connection, key: str, token: str, fingerprint: str | None, text: str,
     now: float,
 ) -> bool:
     """Store the result on our claim's row (one UPDATE; each statement is atomic on its
     own), completed at ``now`` (the store's clock); True when the claim was still ours."""
-    if conn.execute(_COMPLETE, (text, now, key, token)).rowcount == 1:
+    conn.execute(_COMPLETE, (text, now, key, token))
+    if conn.changes() == 1:
         return True
     conn.execute(_COMPLETE_LOST, (key, fingerprint, text, now))
     return False
 
 
-def _readable_result(conn: sqlite3.Connection, key: str) -> tuple[str | None, str] | None:
+def _one(conn: apsw.Connection, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...]:
+    """The row of a statement that always answers one (a PRAGMA, an aggregate)."""
+    row: tuple[Any, ...] | None = conn.execute(sql, params).fetchone()
+    if row is None:
+        raise apsw.SQLError(f"{sql}: no row")
+    return row
+
+
+def _readable_result(conn: apsw.Connection, key: str) -> tuple[str | None, str] | None:
     """The completed result of ``key`` (fingerprint, text), read after the claim's INSERT
     failed (a replay needs no write); None when the key is not completed, or the read fails
     too."""
@@ -328,7 +383,7 @@ def _readable_result(conn: sqlite3.Connection, key: str) -> tuple[str | None, st
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         row = conn.execute(_ENTRY, (key,)).fetchone()
-    except sqlite3.Error:
+    except apsw.Error:
         return None
     return None if row is None or row[0] is None else (row[1], row[0])
 
@@ -357,7 +412,11 @@ def _key_row(entry: KeyEntry, now: float) -> tuple[Any, ...]:
     return (entry.key, *fields, entry.result, now if entry.updated_at is None else entry.updated_at)
 
 
-def _is_locked(exc: sqlite3.Error) -> bool:
+def _is_locked(exc: apsw.Error) -> bool:
+    """A lock another connection held (``SQLITE_BUSY``, ``SQLITE_LOCKED``): the connection is
+    still usable, and the call is ``busy``."""
+    if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
+        return True
     text = str(exc).lower()
     return "locked" in text or "busy" in text
 
@@ -389,6 +448,32 @@ def _check_path(path: str) -> None:
         raise StoreError(f"{path}: the file is read-only (the store writes every claim)")
 
 
+def read_only_look(path: str, busy_timeout_seconds: float) -> tuple[int, list[str]]:
+    """The schema version (``PRAGMA user_version``) and the tables of the SQLite file at
+    ``path``, read through a read-only connection that changes nothing in it (the operator's
+    commands look before they open a store: see
+    :func:`~agentkit.policy.stores.address.existing_sqlite_store`). Every failure is one
+    :class:`StoreError` naming the path: it cannot be opened, it is not a usable SQLite
+    database, or another connection held it past ``busy_timeout_seconds``."""
+    try:
+        conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error as exc:
+        raise StoreError(f"{path}: cannot open the database ({exc})") from None
+    try:
+        conn.set_busy_timeout(int(busy_timeout_seconds * 1000))
+        version = int(_one(conn, "PRAGMA user_version")[0])
+        tables = sorted(str(row[0]) for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"))
+    except apsw.Error as exc:
+        if _is_locked(exc):
+            raise StoreError(f"{path}: {exc} (another connection held it for more than"
+                             f" {busy_timeout_seconds:g} s)") from None
+        raise StoreError(f"{path}: not a usable SQLite database ({exc})") from None
+    finally:
+        conn.close()
+    return version, tables
+
+
 class SQLiteIdempotencyStore(OperableStore):
     """Durable across restarts, safe between threads and between processes on one machine.
 
@@ -417,22 +502,23 @@ class SQLiteIdempotencyStore(OperableStore):
         if not self.busy_timeout_seconds >= 0:
             raise ValueError("busy_timeout_seconds must be >= 0")
         _check_path(self.path)
-        #: The journal mode and the ``synchronous`` levels of the linked SQLite (see
-        #: :func:`journal_choice`: a rollback journal where WAL has the WAL-reset bug).
+        #: The journal mode and the ``synchronous`` levels of ``apsw``'s SQLite (see
+        #: :func:`journal_choice`: WAL on the bundled SQLite, which has the WAL-reset fix; a
+        #: rollback journal on one that has the bug).
         self.journal = journal_choice()
         self._pool_lock = threading.Lock()
         # A dedicated pool per durability level: a connection's ``synchronous`` is set once,
         # never toggled per call. True: the claims' level (claims, approvals); False: the
         # results' level (results, freed and abandoned claims, reads). Where both levels are
         # one (a rollback journal: FULL), every step uses the one pool, False.
-        self._idle: dict[bool, list[sqlite3.Connection]] = {False: [], True: []}
-        self._inherited: list[sqlite3.Connection] = []
+        self._idle: dict[bool, list[apsw.Connection]] = {False: [], True: []}
+        self._inherited: list[apsw.Connection] = []
         self._pid = this_process()[0]
         self._closed = False
         conn = self._connect(full_sync=False, set_journal=False)  # _setup sets it, retrying
         try:
             self._setup(conn)
-        except sqlite3.Error as exc:
+        except apsw.Error as exc:
             conn.close()
             raise StoreError(f"{self.path}: not a usable SQLite database ({exc})") from exc
         except BaseException:
@@ -446,28 +532,27 @@ class SQLiteIdempotencyStore(OperableStore):
         only where that level differs from the results' (WAL)."""
         return full_sync and self.journal.claims != self.journal.results
 
-    def _connect(self, *, full_sync: bool, set_journal: bool = True) -> sqlite3.Connection:
+    def _connect(self, *, full_sync: bool, set_journal: bool = True) -> apsw.Connection:
         """A connection at the claims' level (``full_sync``) or the results'. A rollback
         journal is each connection's own setting (WAL is the file's): it is set here, and a
         connection that cannot have it (the file put back in WAL by another process that
         still has it open) is refused."""
         try:
-            conn = sqlite3.connect(
-                self.path,
-                timeout=self.busy_timeout_seconds,
-                isolation_level=None,  # autocommit; we issue BEGIN IMMEDIATE / COMMIT ourselves
-                check_same_thread=False,  # pooled: one thread at a time, maybe not the creator
-            )
-        except sqlite3.Error as exc:
+            # apsw: autocommit unless we BEGIN (we issue BEGIN IMMEDIATE / COMMIT ourselves);
+            # pooled, used by one thread at a time, maybe not the one that opened it.
+            conn = apsw.Connection(self.path)
+        except apsw.Error as exc:
             raise StoreError(f"{self.path}: cannot open the database ({exc})") from exc
         try:
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_seconds * 1000)}")
+            conn.set_busy_timeout(int(self.busy_timeout_seconds * 1000))
             journal = self.journal
             if set_journal and journal.journal_mode != "wal":
                 conn.execute("PRAGMA schema_version").fetchone()  # read the header: WAL?
                 try:
-                    mode = conn.execute(f"PRAGMA journal_mode = {journal.journal_mode}").fetchone()[0]
-                except sqlite3.OperationalError as exc:
+                    mode = _one(conn, f"PRAGMA journal_mode = {journal.journal_mode}")[0]
+                except apsw.Error as exc:
+                    if not _is_locked(exc):
+                        raise
                     mode = f"wal ({exc})"
                 if str(mode).lower() != journal.journal_mode:
                     conn.close()
@@ -477,30 +562,32 @@ class SQLiteIdempotencyStore(OperableStore):
                         f" journal_mode={journal.journal_mode} ({journal.why}): stop it"
                     )
             conn.execute(f"PRAGMA synchronous = {journal.claims if full_sync else journal.results}")
-        except sqlite3.Error as exc:
+        except apsw.Error as exc:
             conn.close()
             if _is_locked(exc):
                 raise StoreError(f"{self.path}: {self._reason(exc)}") from exc
             raise StoreError(f"{self.path}: not a usable SQLite database ({exc})") from exc
         return conn
 
-    def _reason(self, exc: sqlite3.Error) -> str:
+    def _reason(self, exc: apsw.Error) -> str:
         if _is_locked(exc):
             return (f"{exc} (another connection held the write lock for more than"
                     f" busy_timeout, {self.busy_timeout_seconds:g} s)")
         return str(exc)
 
-    def _setup(self, conn: sqlite3.Connection) -> None:
+    def _setup(self, conn: apsw.Connection) -> None:
         """The journal of :func:`journal_choice`, and the tables at this version (created,
         or migrated in place); retried because processes opening a new file at once may
         deadlock.
 
-        Switching to WAL needs an exclusive lock, and SQLite answers "locked" at once,
-        without waiting, when two connections would otherwise wait for each other. Leaving
-        WAL (a file an older release, or a fixed SQLite, left in WAL) needs every other
-        connection to the file closed: "locked" until then, retried for ``busy_timeout``.
+        Switching to WAL (a new file, or one the previous release left in a rollback journal)
+        needs an exclusive lock, and SQLite answers "locked" at once, without waiting, when
+        two connections would otherwise wait for each other. Leaving WAL (on an affected
+        SQLite only) needs every other connection to the file closed: "locked" until then,
+        retried for ``busy_timeout``.
         """
         wanted = self.journal.journal_mode
+        fresh = os.path.getsize(self.path) == 0  # a new file: nothing to switch
         deadline = time.monotonic() + self.busy_timeout_seconds
         while True:
             try:
@@ -513,10 +600,10 @@ class SQLiteIdempotencyStore(OperableStore):
                 finally:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
-                was = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+                was = str(_one(conn, "PRAGMA journal_mode")[0]).lower()
                 try:
-                    mode = str(conn.execute(f"PRAGMA journal_mode = {wanted}").fetchone()[0])
-                except sqlite3.OperationalError as exc:
+                    mode = str(_one(conn, f"PRAGMA journal_mode = {wanted}")[0])
+                except apsw.Error as exc:
                     if was == "wal" and wanted != "wal" and _is_locked(exc) \
                             and time.monotonic() > deadline:
                         raise StoreError(
@@ -529,6 +616,9 @@ class SQLiteIdempotencyStore(OperableStore):
                 if was == "wal" and mode.lower() != "wal":
                     logger.info("%s: switched from WAL to journal_mode=%s (%s)",
                                 self.path, mode, self.journal.why)
+                elif not fresh and was != "wal" and mode.lower() == "wal":
+                    logger.info("%s: switched from a rollback journal (journal_mode=%s) to WAL"
+                                " (%s)", self.path, was, self.journal.why)
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     self._create_or_migrate(conn)
@@ -537,7 +627,7 @@ class SQLiteIdempotencyStore(OperableStore):
                     conn.execute("ROLLBACK")
                     raise
                 break
-            except sqlite3.OperationalError as exc:
+            except apsw.Error as exc:
                 if not _is_locked(exc) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.02)
@@ -547,10 +637,10 @@ class SQLiteIdempotencyStore(OperableStore):
                 self.path, wanted, mode,
             )
 
-    def _refuse_foreign(self, conn: sqlite3.Connection) -> set[str]:
+    def _refuse_foreign(self, conn: apsw.Connection) -> set[str]:
         """Read only: refuse a newer layout, or a database that is not an agentkit store;
         returns the tables of a file still to be created or migrated (version 0)."""
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        version = int(_one(conn, "PRAGMA user_version")[0])
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path}: the file holds agentkit store schema version {version}, newer"
@@ -562,19 +652,24 @@ class SQLiteIdempotencyStore(OperableStore):
         tables = {row[0] for row in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
         )}
+        if version == 2:  # keys and approvals; the audit log is added
+            if not {"keys", "approvals"} <= tables or tables - {"keys", "approvals", "audit"}:
+                raise StoreError(f"{self.path}: not an agentkit store (tables {sorted(tables)})")
+            return tables
         old = tables & {"results", "claims"}
         if tables and old != {"results", "claims"} or tables - {"results", "claims", "approvals"}:
             raise StoreError(f"{self.path}: not an agentkit store (tables {sorted(tables)})")
         return tables
 
-    def _create_or_migrate(self, conn: sqlite3.Connection) -> None:
+    def _create_or_migrate(self, conn: apsw.Connection) -> None:
         """Inside the setup's write transaction: refuse a newer layout or someone else's
         database, create the tables of a new file, migrate an older layout."""
-        if int(conn.execute("PRAGMA user_version").fetchone()[0]) == SCHEMA_VERSION:
+        if int(_one(conn, "PRAGMA user_version")[0]) == SCHEMA_VERSION:
             return
         old = self._refuse_foreign(conn) & {"results", "claims"}
         conn.execute(_KEYS)
         conn.execute(_APPROVALS)
+        conn.execute(_AUDIT)
         if old:
             for statement in _MIGRATE_FROM_1:
                 conn.execute(statement)
@@ -583,7 +678,7 @@ class SQLiteIdempotencyStore(OperableStore):
 
     # ---- connection pool
 
-    def _checkout(self, full_sync: bool = False) -> sqlite3.Connection:
+    def _checkout(self, full_sync: bool = False) -> apsw.Connection:
         with self._pool_lock:
             if self._closed:
                 raise StoreError(f"{self.path}: the store is closed")
@@ -598,40 +693,40 @@ class SQLiteIdempotencyStore(OperableStore):
                 return idle.pop()
         return self._connect(full_sync=self._pool(full_sync))
 
-    def _checkin(self, conn: sqlite3.Connection, *, healthy: bool, full_sync: bool = False) -> None:
+    def _checkin(self, conn: apsw.Connection, *, healthy: bool, full_sync: bool = False) -> None:
         with self._pool_lock:
             if healthy and not self._closed and self._pid == this_process()[0]:
                 self._idle[self._pool(full_sync)].append(conn)
                 return
         conn.close()
 
-    def _failed(self, conn: sqlite3.Connection, exc: sqlite3.Error, full_sync: bool) -> NoReturn:
+    def _failed(self, conn: apsw.Connection, exc: apsw.Error, full_sync: bool) -> NoReturn:
         """Give the connection back (or close it) and raise the StoreError for ``exc``."""
         healthy = _is_locked(exc)  # a lock timeout leaves the connection usable
         try:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-        except sqlite3.Error:
+        except apsw.Error:
             healthy = False
         self._checkin(conn, healthy=healthy, full_sync=full_sync)
         raise StoreError(f"{self.path}: {self._reason(exc)}") from exc
 
     @contextmanager
-    def _connection(self, full_sync: bool) -> Iterator[sqlite3.Connection]:
-        """A pooled connection of that durability; every sqlite3 error is a StoreError."""
+    def _connection(self, full_sync: bool) -> Iterator[apsw.Connection]:
+        """A pooled connection of that durability; every SQLite error is a StoreError."""
         conn = self._checkout(full_sync)
         healthy = True
         try:
             try:
                 yield conn
-            except sqlite3.Error as exc:
+            except apsw.Error as exc:
                 healthy = _is_locked(exc)  # a lock timeout leaves the connection usable
                 raise StoreError(f"{self.path}: {self._reason(exc)}") from exc
         finally:
             try:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-            except sqlite3.Error:
+            except apsw.Error:
                 healthy = False  # do not mask the error propagating; never reuse it
             self._checkin(conn, healthy=healthy, full_sync=full_sync)
 
@@ -684,7 +779,7 @@ class SQLiteIdempotencyStore(OperableStore):
 
     def claim(
         self, key: str, fingerprint: str | None, ttl: float, *, may_take_over: bool,
-        full_sync: bool = False,
+        full_sync: bool = False, flush: bool = True,
     ) -> Result | tuple[str, Claim]:
         """One ``INSERT OR IGNORE`` (the primary key makes it atomic): a free key is claimed
         by it, in one statement, with no read before it. A key that has a row is read after
@@ -696,23 +791,26 @@ class SQLiteIdempotencyStore(OperableStore):
         held past ``busy_timeout``), a completed key is still replayed from a read.
 
         Every claim commits at the claims' level (``synchronous=FULL``), ``full_sync`` or
-        not: a claim a power cut forgot would let its write run again."""
+        not: a claim a power cut forgot would let its write run again. Except with
+        ``flush=False`` (a transactional write's claim, whose effect commits with its result:
+        a forgotten claim leaves nothing behind), at the results' level."""
         self._same_file()
         now = self.clock()
         mine = self.new_claim(fingerprint, now, ttl)
-        conn = self._checkout(True)  # (no context manager: this is the hot path)
+        conn = self._checkout(flush)  # (no context manager: this is the hot path)
         try:
-            if conn.execute(_INSERT_CLAIM, (key, *_claim_row(mine), now)).rowcount == 1:
-                self._checkin(conn, healthy=True, full_sync=True)
+            conn.execute(_INSERT_CLAIM, (key, *_claim_row(mine), now))
+            if conn.changes() == 1:
+                self._checkin(conn, healthy=True, full_sync=flush)
                 return (CLAIMED, mine)
             row = conn.execute(_ENTRY, (key,)).fetchone()
-        except sqlite3.Error as exc:
+        except apsw.Error as exc:
             stored = _readable_result(conn, key)
             if stored is None:
-                self._failed(conn, exc, True)
-            self._checkin(conn, healthy=True, full_sync=True)  # it read: it works
+                self._failed(conn, exc, flush)
+            self._checkin(conn, healthy=True, full_sync=flush)  # it read: it works
             return self._replay(stored, fingerprint)
-        self._checkin(conn, healthy=True, full_sync=True)
+        self._checkin(conn, healthy=True, full_sync=flush)
         if row is not None and row[0] is not None:
             return self._replay((row[1], row[0]), fingerprint)
         return self.claim_carefully(key, fingerprint, ttl, may_take_over, full_sync)
@@ -733,7 +831,7 @@ class SQLiteIdempotencyStore(OperableStore):
         conn = self._checkout(False)
         try:
             still_mine = _complete(conn, key, mine.token, mine.fingerprint, text, self.clock())
-        except sqlite3.Error as exc:
+        except apsw.Error as exc:
             self._failed(conn, exc, False)
         self._checkin(conn, healthy=True)
         if not still_mine:
@@ -769,11 +867,18 @@ class SQLiteIdempotencyStore(OperableStore):
     def approval_page(self, state: str | None = None) -> list[ApprovalEntry]:
         where, args = ("WHERE state = ?", (state,)) if state is not None else ("", ())
         with self._connection(False) as conn:
-            rows = conn.execute(
+            rows: list[tuple[Any, ...]] = conn.execute(
                 f"SELECT approval_id, state, record, updated_at FROM approvals {where}"
                 " ORDER BY rowid", args,
             ).fetchall()
         return [ApprovalEntry(*row) for row in rows]
+
+    def audit_page(self, after: int = 0, limit: int = 1000) -> list[tuple[int, str]]:
+        with self._connection(False) as conn:
+            rows: list[tuple[Any, ...]] = conn.execute(
+                "SELECT seq, entry FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
+            ).fetchall()
+        return [(int(row[0]), str(row[1])) for row in rows]
 
     def add_keys(self, entries: list[KeyEntry]) -> int:
         """One ``BEGIN IMMEDIATE`` transaction, committed at ``synchronous=FULL``: a copied
@@ -782,9 +887,9 @@ class SQLiteIdempotencyStore(OperableStore):
         rows = [_key_row(entry, now) for entry in entries]
         with self._connection(True) as conn:
             conn.execute("BEGIN IMMEDIATE")
-            changes = conn.total_changes
+            changes = conn.total_changes()
             conn.executemany(_ADD_KEY, rows)
-            added = conn.total_changes - changes
+            added = conn.total_changes() - changes
             conn.execute("COMMIT")
         return added
 
@@ -794,9 +899,9 @@ class SQLiteIdempotencyStore(OperableStore):
                 for e in entries]
         with self._connection(True) as conn:
             conn.execute("BEGIN IMMEDIATE")
-            changes = conn.total_changes
+            changes = conn.total_changes()
             conn.executemany(_ADD_APPROVAL, rows)  # in order: rowids keep the creation order
-            added = conn.total_changes - changes
+            added = conn.total_changes() - changes
             conn.execute("COMMIT")
         return added
 
@@ -830,22 +935,21 @@ class SQLiteIdempotencyStore(OperableStore):
     ) -> tuple[str | None, int, None]:  # (its log is checkpointed after each step instead)
         lower, args = (f"WHERE {column} > ?", (after,)) if after is not None else ("", ())
         with self._connection(False) as conn:
-            end, expired = conn.execute(
-                window_sql.format(lower=lower), (before, *args, window)
-            ).fetchone()
+            end, expired = _one(conn, window_sql.format(lower=lower), (before, *args, window))
             if end is None or not expired:
                 return end, 0, None
             bound = f"{column} > ? AND" if after is not None else ""
-            cur = conn.execute(delete_sql.format(lower=bound), (*args, end, before))
-        return end, cur.rowcount, None
+            conn.execute(delete_sql.format(lower=bound), (*args, end, before))
+            deleted = conn.changes()
+        return end, deleted, None
 
     def _delete_pending(self, approval_id: str, record: str) -> bool:
         with self._connection(False) as conn:
-            cur = conn.execute(
+            conn.execute(
                 "DELETE FROM approvals WHERE approval_id = ? AND state = ? AND record = ?",
                 (approval_id, PENDING, record),
             )
-        return cur.rowcount == 1
+            return conn.changes() == 1
 
     # ---- staleness
 
