@@ -9,7 +9,7 @@ millisecond, with the worst claim of that worker. Then the whole-kit rows: RSS g
 ``import agentkit`` time, and (unless ``--skip-slow``) strict nbval of every notebook and
 ``make test``. Each goal of issue 13 is printed with PASS or MISS. The table and the machine
 it ran on (CPU count, load, Python, every peer's version) are written to
-benchmarks/results/latest.md and latest.csv; ``--readme`` also puts them in README.md.
+benchmarks/results/latest.md and latest.csv; ``--readme`` also puts them in docs/bench.md.
 
 Usage: python benchmarks/run.py [--skip-slow] [--no-install] [--rounds N] [--purge-keys N]
        [--readme]
@@ -345,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-install", action="store_true", help="do not pip-install the bench extra")
     parser.add_argument("--rounds", type=int, default=11, help="interleaved rounds per group")
     parser.add_argument("--target-ms", type=float, default=20.0, help="length of one sample")
-    parser.add_argument("--readme", action="store_true", help="also write the table into README.md")
+    parser.add_argument("--readme", action="store_true", help="also write the table into docs/bench.md")
     parser.add_argument("--no-postgres", action="store_true",
                         help="without AGENTKIT_TEST_PG_DSN, do not start a cluster either")
     parser.add_argument("--out", default=str(RESULTS), help="folder for latest.md and latest.csv")
@@ -634,11 +634,12 @@ def render(rows: list[Row], goals: list[Goal], machine: dict[str, Any]) -> str:
 
 
 def update_readme(goals: list[Goal], machine: dict[str, Any]) -> None:
-    """Replace the README's bench section (between its markers) with the latest goals."""
-    readme = ROOT / "README.md"
+    """Replace the bench section of the docs' bench page (docs/bench.md, between its markers)
+    with the latest goals."""
+    readme = ROOT / "docs" / "bench.md"
     text = readme.read_text(encoding="utf-8")
     if README_START not in text or README_END not in text:
-        print("README.md has no bench markers; not updated")
+        print("docs/bench.md has no bench markers; not updated")
         return
     peers = ", ".join(f"{k.removeprefix('version ')} {v}" for k, v in machine.items()
                       if k.startswith("version ") and v != "not installed")
@@ -654,7 +655,7 @@ def update_readme(goals: list[Goal], machine: dict[str, Any]) -> None:
     ])
     start, end = text.index(README_START), text.index(README_END) + len(README_END)
     readme.write_text(text[:start] + body + text[end:], encoding="utf-8")
-    print("README.md bench section updated")
+    print("docs/bench.md bench section updated")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,15 @@
-"""Every ```python block of README.md runs as written, so the README cannot drift from the kit.
+"""Every ```python block of README.md and of the documentation pages (docs/, but for
+docs/design.md, the contract, whose two snippets are quoted fragments) runs as written, so
+neither can drift from the kit; tests/test_user_typing.py type-checks the same blocks.
 
-How it works (for whoever adds a block to the README: nothing to register here):
+How it works (for whoever adds a block to a page: nothing to register here):
 
 - **Every block.** Each fenced block whose info string is ``python`` is a test of its own
-  (``test_the_block_runs[README.md:LINE]``), found by its fence: there is no list of blocks and
-  no way to leave one out. A fragment that cannot run is not a ``python`` block.
+  (``test_the_block_runs[docs/stores.md:LINE]``), found by its fence: there is no list of
+  blocks and no way to leave one out. A fragment that cannot run is not a ``python`` block.
+- **Not run offline.** A block that cannot run here (it needs a server this machine does not
+  have) says so in a comment line of its own, ``# (not run offline: WHY)``: it is reported
+  skipped with that reason, and still type-checked.
 - **As a script.** The block's text, unchanged, is saved as a file and run with this venv's
   interpreter (``python BLOCK.py``) in a fresh subprocess: its own temporary working directory,
   ``HOME`` pointed at a temporary folder (so ``~/.my-server`` lands there), stdin empty (a
@@ -13,7 +18,8 @@ How it works (for whoever adds a block to the README: nothing to register here):
   a script says ``asyncio.run(main())``.
 - **Files a block imports.** A block whose first line is a docstring that starts with a file
   name and a colon (``my_server.py: ...``) is also saved under that name beside every block,
-  so a later block may ``from my_server import registry`` as a reader who saved it would.
+  so a later block, on any page, may ``from my_server import registry`` as a reader who saved
+  it would.
 - **Its output.** A ``python`` block followed (after blank lines only) by a ```` ```text ````
   block must print exactly that text on stdout (trailing spaces aside). Write deterministic
   output there (no addresses, timings, temporary paths or random ids).
@@ -54,11 +60,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+#: The pages whose blocks run: the README and every documentation page but the contract.
+PAGES = [README, *sorted(p for p in DOCS.rglob("*.md") if p != DOCS / "design.md")]
 TIMEOUT_SECONDS = 180
 PG_DSN = os.environ.get("AGENTKIT_TEST_PG_DSN", "")
 
 FENCE = re.compile(r"^```([\w+-]*)[^\n]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 NAMED = re.compile(r'\A"""([\w.-]+\.py):')
+NOT_RUN = re.compile(r"^# \(not run offline: (.+)\)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -69,14 +79,25 @@ class Block:
     text: str
     line: int
     expected: str | None = None  # the ```text block that follows a python block, if any
+    page: str = "README.md"  # where it is, relative to the repository
 
     @property
     def name(self) -> str | None:
         found = NAMED.match(self.text)
         return found.group(1) if found else None
 
+    @property
+    def not_run(self) -> str | None:
+        """Why the block cannot run offline, when it says so (``# (not run offline: WHY)``)."""
+        found = NOT_RUN.search(self.text)
+        return found.group(1).strip() if found else None
 
-def blocks(text: str) -> list[Block]:
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def blocks(text: str, page: str = "README.md") -> list[Block]:
     found: list[Block] = []
     matches = list(FENCE.finditer(text))
     for index, match in enumerate(matches):
@@ -86,20 +107,26 @@ def blocks(text: str) -> list[Block]:
             after = matches[index + 1]
             if after.group(1) == "text" and not text[match.end():after.start()].strip():
                 expected = after.group(2)
-        found.append(Block(language, body, text.count("\n", 0, match.start()) + 2, expected))
+        found.append(Block(language, body, text.count("\n", 0, match.start()) + 2, expected,
+                           page))
     return found
 
 
-ALL = blocks(README.read_text(encoding="utf-8"))
+ALL = [block for path in PAGES
+       for block in blocks(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix())]
 PYTHON = [block for block in ALL if block.language == "python"]
 NAMED_FILES = {block.name: block.text for block in PYTHON if block.name}
 
 
-def test_the_readme_has_python_blocks_and_each_named_file_once():
-    assert len(PYTHON) >= 6, "the README lost its python blocks (or this test, its way to find them)"
+def test_the_pages_have_python_blocks_and_each_named_file_once():
+    assert len(PYTHON) >= 10, "the pages lost their python blocks (or this test, its way to find them)"
+    assert [b for b in PYTHON if b.page == "README.md"], "the README lost its example"
     names = [block.name for block in PYTHON if block.name]
     assert len(names) == len(set(names)), f"two blocks name the same file: {names}"
-    assert "my_server.py" in NAMED_FILES
+    assert {"my_server.py", "durable_refunds.py", "refunds_agent.py"} <= set(NAMED_FILES)
+    unrun = [block for block in PYTHON if block.not_run is not None]
+    assert all(block.not_run for block in unrun), "a block says it is not run, but not why"
+    assert len(unrun) <= 2, f"most blocks must run: {[b.where for b in unrun]}"
 
 
 # ---------------------------------------------------------------- the stand-in OTLP collector
@@ -154,8 +181,8 @@ def fresh_pg_schema() -> Iterator[str]:
     """A URL of the test server whose search_path is a new, empty schema (dropped afterwards)."""
     if not PG_DSN:
         if os.environ.get("CI"):
-            pytest.fail("AGENTKIT_TEST_PG_DSN is not set, and CI needs the README's PostgreSQL block run")
-        pytest.skip("this README block needs PostgreSQL: AGENTKIT_TEST_PG_DSN is not set "
+            pytest.fail("AGENTKIT_TEST_PG_DSN is not set, and CI needs the pages' PostgreSQL blocks run")
+        pytest.skip("this block needs PostgreSQL: AGENTKIT_TEST_PG_DSN is not set "
                     "(run `make test-postgres`, or `eval \"$(tools/pg_cluster.sh start)\"`)")
     psycopg = pytest.importorskip("psycopg")
     from test_stores import ServerUse
@@ -175,16 +202,18 @@ def fresh_pg_schema() -> Iterator[str]:
 
 
 def block_id(block: Block) -> str:
-    return f"README.md:{block.line}"
+    return block.where
 
 
 @pytest.mark.parametrize("block", PYTHON, ids=block_id)
 def test_the_block_runs(block: Block, tmp_path: Path, collector: Collector) -> None:
+    if block.not_run is not None:
+        pytest.skip(f"{block.where} is not run offline: {block.not_run} (it is type-checked)")
     folder = tmp_path / "run"
     folder.mkdir(parents=True)
     for name, text in NAMED_FILES.items():
         (folder / name).write_text(text, encoding="utf-8")
-    script = folder / (block.name or f"readme_block_{block.line}.py")
+    script = folder / (block.name or f"block_{block.line}.py")
     script.write_text(block.text, encoding="utf-8")
     home = tmp_path / "home"
     home.mkdir(parents=True)
@@ -198,13 +227,13 @@ def test_the_block_runs(block: Block, tmp_path: Path, collector: Collector) -> N
         ran = subprocess.run([sys.executable, script.name], cwd=folder, env=env,
                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
                              timeout=TIMEOUT_SECONDS, check=False)
-    where = f"README.md line {block.line}"
+    where = block.where
     assert ran.returncode == 0, f"{where} exited {ran.returncode}:\n{ran.stderr}"
     assert "Traceback" not in ran.stderr, f"{where} printed a traceback:\n{ran.stderr}"
     if block.expected is not None:
         printed = [line.rstrip() for line in ran.stdout.rstrip().splitlines()]
         promised = [line.rstrip() for line in block.expected.rstrip().splitlines()]
-        assert printed == promised, f"{where} printed something else than the README shows"
+        assert printed == promised, f"{where} printed something else than the page shows"
     if "OTLPSpanExporter" in block.text:
         assert "/v1/traces" in collector.posts, f"{where} sent no spans to the collector"
 
@@ -236,11 +265,11 @@ def the_kits_parser():
 
 
 def test_the_shell_blocks_name_agentkit_commands():
-    assert len(SHELL_COMMANDS) >= 5, "the README's shell blocks lost their agentkit commands"
+    assert len(SHELL_COMMANDS) >= 5, "the pages' shell blocks lost their agentkit commands"
 
 
 @pytest.mark.parametrize(("block", "argv"), SHELL_COMMANDS,
-                         ids=[f"README.md:{b.line}:{' '.join(a[:2])}" for b, a in SHELL_COMMANDS])
+                         ids=[f"{b.where}:{' '.join(a[:2])}" for b, a in SHELL_COMMANDS])
 def test_each_agentkit_command_of_a_shell_block_exists(block: Block, argv: list[str]) -> None:
     """Parsed, not run: its subcommand, choices and flags are the CLI's own."""
     said = io.StringIO()
@@ -248,7 +277,7 @@ def test_each_agentkit_command_of_a_shell_block_exists(block: Block, argv: list[
         try:
             the_kits_parser().parse_args(argv)
         except SystemExit as exit:
-            assert exit.code == 0, (f"README.md line {block.line}: `python -m agentkit "
+            assert exit.code == 0, (f"{block.where}: `python -m agentkit "
                                     f"{shlex.join(argv)}` does not parse:\n{said.getvalue()}")
 
 
@@ -271,3 +300,13 @@ def test_a_broken_block_fails(tmp_path: Path, collector: Collector) -> None:
     for case in cases:
         with pytest.raises(AssertionError):
             test_the_block_runs(case, tmp_path / str(case.line), collector)
+
+
+def test_a_block_marked_not_run_is_skipped_with_its_reason(tmp_path: Path,
+                                                           collector: Collector) -> None:
+    marked = Block("python", "# (not run offline: needs a Temporal server)\nraise SystemExit(3)\n",
+                   4, page="docs/x.md")
+    assert marked.not_run == "needs a Temporal server"
+    with pytest.raises(pytest.skip.Exception, match="needs a Temporal server"):
+        test_the_block_runs(marked, tmp_path / "marked", collector)
+    assert Block("python", "# not run offline, says nobody\n", 5).not_run is None

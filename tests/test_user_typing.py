@@ -1,7 +1,9 @@
 """A user's code type-checks against the installed kit, outside this repository (issue 30).
 
-``mypy --strict`` (this venv's) runs in a temporary folder on the README's own ``my_server.py``
-and on a file of mistakes: the first passes, each mistake is an error at its line. Outside the
+``mypy --strict`` (this venv's) runs in a temporary folder on the docs' own ``my_server.py``
+(docs/hosts/mcp.md) and on a file of mistakes: the first passes, each mistake is an error at
+its line; and on every ``python`` block of the README and of the documentation pages (the
+blocks tests/test_readme.py runs, and those marked not run offline), as written (issue 42). Outside the
 tree mypy finds ``agentkit`` only through the install: pip's editable install is an import hook
 that type checkers cannot run, so ``make install`` adds a static path entry for them (see the
 Makefile); a wheel install carries ``py.typed`` itself (tests/test_wheel.py).
@@ -72,9 +74,9 @@ def mypy_strict(folder: Path, *files: str) -> subprocess.CompletedProcess[str]:
 
 
 def readme_server() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "hosts" / "mcp.md").read_text(encoding="utf-8")
     found = re.search(r"<!-- serve-your-own:start -->\s*```python\n(.*?)```", text, re.DOTALL)
-    assert found, "README.md lost its serve-your-own script"
+    assert found, "docs/hosts/mcp.md lost its serve-your-own script"
     return found.group(1)
 
 
@@ -95,3 +97,27 @@ def test_mypy_strict_passes_on_the_readmes_server_and_flags_each_mistake(tmp_pat
     assert '"Iterable[str]"' in by_line[9] and '"Iterable[str]"' in by_line[10]
     assert '"float"' in by_line[11]
     assert checked.returncode == 1
+
+
+def test_every_python_block_of_the_readme_and_the_docs_passes_mypy_strict(tmp_path: Path) -> None:
+    """Each block as a user's file outside the tree (those that run and those marked not run
+    offline alike): a named block under its name, so that the blocks that import it find it,
+    the others under their page and line. One mypy run over all of them."""
+    from test_readme import PYTHON
+
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    files: dict[str, str] = {}
+    for block in PYTHON:
+        name = block.name or "block_" + re.sub(r"\W", "_", block.where.removesuffix(".md")) + ".py"
+        name = name.replace(".md", "")
+        assert name not in files, f"two blocks would be saved as {name}"
+        files[name] = block.where
+        (folder / name).write_text(block.text, encoding="utf-8")
+    assert len(files) >= 10 and any(where.startswith("README.md") for where in files.values())
+    checked = mypy_strict(folder, *sorted(files))
+    assert "Cannot find implementation or library stub" not in checked.stdout, checked.stdout
+    errors = [line for line in checked.stdout.splitlines() if ": error: " in line]
+    shown = [f"{files[line.split(':')[0]]} (+{line.split(':')[1]}): {line}" for line in errors]
+    assert not errors, "\n".join(shown)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -219,6 +219,10 @@ th, td { border: 1px solid #999; padding: 0.3mm 1mm; text-align: left; vertical-
 th { background: #eee; } code { font-size: 0.92em; }
 pre { font-size: 7.2pt; margin: 0 0 1mm; line-height: 1.15;
       white-space: pre-wrap; overflow-wrap: anywhere; }
+/* The pipeline picture never wraps: each of its lines is one line on paper, in a monospace
+   font that has the box-drawing arrows, small enough for half an A4 page (63 characters). */
+pre.picture { white-space: pre; overflow-wrap: normal; font-size: 6.6pt;
+              font-family: "DejaVu Sans Mono", "Liberation Mono", monospace; }
 .two { display: grid; grid-template-columns: 1fr 1fr; gap: 3mm; }
 .back { break-before: page; page-break-before: always; font-size: 9pt; }
 .back h2 { font-size: 11pt; margin: 0 0 1.5mm; }
@@ -255,7 +259,7 @@ def handout(design: str, guide: str | None = None) -> str:
         "write failed</i></span></h1>"),
         '<div class="two"><div>',
         "<h2>1. The pipeline: every attempt, in this order</h2>",
-        f"<pre>{html.escape(picture)}</pre>",
+        f'<pre class="picture">{html.escape(picture)}</pre>',
         "<table><tr><th>stage</th><th>refuses with</th></tr>"
         + "".join(f"<tr><td>{inline(s)}</td><td>{inline(r)}</td></tr>" for s, r in stages)
         + "</table>",

@@ -67,7 +67,7 @@ class CallInfo:
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> None:
         """Tell the caller how far this call got: ``progress`` (of ``total``, when known) and
-        a short ``message`` (an MCP ``notifications/progress``, docs/design.md#mcp-progress).
+        a short ``message`` (an MCP ``notifications/progress``, docs/design.md#mcp).
 
         A no-op unless the face serving the call carries progress (an MCP request with a
         ``progressToken``); a value not above the last one sent is dropped (progress only

@@ -897,13 +897,28 @@ def _approver(args: argparse.Namespace, command: str = "") -> str | None:
 
 
 def _desk(args: argparse.Namespace) -> int:
+    command = "agentkit desk"
     try:
-        from agentkit.faces.desk.command import run_desk
+        import starlette  # noqa: F401 - checked here for a clear message
+        import uvicorn  # noqa: F401
+
+        from agentkit.faces.desk.command import desk_problem, run_desk
     except ImportError as exc:
-        print(f"agentkit desk: needs the 'desk' extra (pip install 'agentkit[desk]'): {exc}",
-              file=sys.stderr)
+        print(f"{command}: needs the 'desk' extra (pip install 'agentkit-boundary[desk]'):"
+              f" {exc}", file=sys.stderr)
         return 2
-    return run_desk(args)
+    problem = desk_problem(args)
+    if problem is not None:
+        print(f"{command}: {problem}", file=sys.stderr)
+        return 2
+    try:
+        registry = load_registry(args.registry) if args.registry else None
+        runner = workspace_runner(args.workspace or DEFAULT_WORKSPACE, registry=registry,
+                                  store=chosen_store(args), create=False, task_id="desk")
+    except UnusableWorkspace as exc:
+        print(f"{command}: {refusal(args, exc)}", file=sys.stderr)
+        return 2
+    return run_desk(args, runner)
 
 
 def _audit(args: argparse.Namespace) -> int:

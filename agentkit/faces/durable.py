@@ -116,11 +116,12 @@ class WorkflowRunners:
                 self._runners.popitem(last=False)
         return known
 
-    def close(self, workflow_id: str) -> list[str]:
+    def close(self, workflow_id: str, *, strict: bool = False) -> list[str]:
         """Workflow ``workflow_id`` ended (its function returned or raised): settle every
         approval it still has pending as ``forbidden`` (nothing will ever decide them) and
         return their ids. A store that fails is logged: those stay pending, and a decision
-        routed to the ended workflow settles them (the approvals CLI)."""
+        routed to the ended workflow settles them (the approvals CLI); ``strict`` raises it
+        instead (an engine that retries the step: Temporal's ``agentkit_close``)."""
         owner = self.get(workflow_id).approvals.workflow
         if owner is None:
             return []
@@ -132,6 +133,8 @@ class WorkflowRunners:
         except StoreError as exc:
             log.error("workflow %s ended; its pending approvals could not be settled: %s",
                       workflow_id, exc)
+            if strict:
+                raise
             return []
         if closed:
             log.info("workflow %s ended: its pending approvals %s settled forbidden",

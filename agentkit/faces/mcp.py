@@ -311,6 +311,9 @@ def _server(
         message = _approval_message(name, arguments, approval_id)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return _ask(message, seal.seal(approval_id, name, arguments))
+        channel = current_channel.get()
+        if channel is not None:  # "waiting for a person" reaches the client before the question
+            await channel.flush()
         answer = await ctx.session.elicit_form(message, _APPROVAL_SCHEMA, ctx.request_id)
         return await _settle(task_runner, approval_id, answer.action)
 

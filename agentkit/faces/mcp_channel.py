@@ -27,14 +27,24 @@ import contextlib
 import contextvars
 import logging
 import math
+import numbers
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CallChannel", "LogLine", "ProgressStep", "current_channel"]
+from agentkit.boundary.canonical import escape_invisible
+
+__all__ = ["MAX_MESSAGE_CHARS", "SENT", "CallChannel", "LogLine", "ProgressStep", "current_channel"]
 
 log = logging.getLogger("agentkit.mcp")
+
+#: The longest progress message sent (the rest is cut).
+MAX_MESSAGE_CHARS = 1000
+
+#: The attribute of a log record already sent to its call's client (a line of the kit's own,
+#: logged for the operator too): the logging handler leaves it alone.
+SENT = "agentkit_mcp_sent"
 
 #: The channel of the ``tools/call`` this code runs for (None outside one).
 current_channel: contextvars.ContextVar[CallChannel | None] = contextvars.ContextVar(
@@ -61,13 +71,15 @@ class ProgressStep:
     message: str | None
 
 
-class _End:
-    """The last item of a channel: the future set once everything before it was sent."""
+class _Mark:
+    """A mark in a channel's queue: its future is set once everything before it was sent;
+    the last one (``close``) ends the sender."""
 
-    __slots__ = ("done",)
+    __slots__ = ("close", "done")
 
-    def __init__(self, done: asyncio.Future[None]) -> None:
+    def __init__(self, done: asyncio.Future[None], close: bool) -> None:
         self.done = done
+        self.close = close
 
 
 Send = Callable[[Any], Awaitable[None]]
@@ -95,6 +107,7 @@ class CallChannel:
         self._queue: asyncio.Queue[Any] | None = None
         self._sender: asyncio.Task[None] | None = None
         self._closed = False
+        self._handed = 0
 
     # ------------------------------------------------------------------ any thread
 
@@ -112,8 +125,8 @@ class CallChannel:
             return
         if total is not None and not _is_number(total):
             total = None
-        if message is not None:
-            message = str(message)
+        if message is not None:  # shown to a person: no invisible character, not a book
+            message = escape_invisible(str(message))[:MAX_MESSAGE_CHARS]
         with self._lock:
             if self._last is not None and progress <= self._last:
                 return
@@ -131,6 +144,7 @@ class CallChannel:
             self._hand_off(ProgressStep(self._last, None, message))
 
     def _hand_off(self, item: Any) -> None:
+        self._handed += 1  # (under the GIL; read by aclose on the loop: any hand-off at all?)
         # In an empty context: its sender task, made there, sends as no call's code (what the
         # transport logs meanwhile is no line of this call: no loop back). A closed loop: the
         # call is long over.
@@ -150,36 +164,53 @@ class CallChannel:
     async def _send_all(self, queue: asyncio.Queue[Any]) -> None:
         while True:
             item = await queue.get()
-            if isinstance(item, _End):
+            if isinstance(item, _Mark):
                 if not item.done.done():
                     item.done.set_result(None)
-                return
+                if item.close:
+                    return
+                continue
             try:
                 await self._send(item)
             except Exception as exc:  # a client gone away: the call's result will tell
                 log.debug("mcp: a notification could not be sent: %s", exc)
 
+    async def flush(self) -> None:
+        """Wait until everything handed off before this was called has been sent (before the
+        server asks its client something: the question comes after the lines that led to
+        it)."""
+        await self._reach_the_end(close=False)
+
     async def aclose(self) -> None:
         """Send what is queued (everything handed off before this was called), then take
         nothing more. Awaited on the loop before the call's result is returned."""
-        done: asyncio.Future[None] = self.loop.create_future()
-        self.loop.call_soon_threadsafe(self._finish, done, context=contextvars.Context())
+        if self._handed == 0:  # nothing was ever handed off: nothing to wait for
+            self._closed = True  # (a late hand-off, after the result, is dropped)
+            return
         try:
-            await done
+            await self._reach_the_end(close=True)
         finally:
             sender = self._sender
             if sender is not None and not sender.done():
                 sender.cancel()
 
-    def _finish(self, done: asyncio.Future[None]) -> None:
-        self._closed = True
+    async def _reach_the_end(self, *, close: bool) -> None:
+        done: asyncio.Future[None] = self.loop.create_future()
+        # through the loop's queue too: after every hand-off made before this call
+        self.loop.call_soon_threadsafe(self._mark, done, close, context=contextvars.Context())
+        await done
+
+    def _mark(self, done: asyncio.Future[None], close: bool) -> None:
+        if close:
+            self._closed = True
         if self._queue is None:
             done.set_result(None)
         else:
-            self._queue.put_nowait(_End(done))
+            self._queue.put_nowait(_Mark(done, close))
 
 
 def _is_number(value: Any) -> bool:
-    """A finite int or float (not a bool)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) \
-        and math.isfinite(value)
+    """A finite real number (not a bool)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, numbers.Real) and math.isfinite(value)

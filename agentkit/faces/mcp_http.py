@@ -1,4 +1,4 @@
-"""The MCP server over streamable HTTP, behind a token (DESIGN §19).
+"""The MCP server over streamable HTTP, behind a token (docs/design.md#mcp).
 
 ``python -m agentkit serve-mcp --transport streamable-http`` serves the same server as stdio
 (:func:`~agentkit.faces.mcp.make_server`: the whole policy, every flag) on the SDK's

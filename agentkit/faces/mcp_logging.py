@@ -6,9 +6,11 @@ client, at or above the level its session set.
   gone, each request names its own level in its ``_meta`` and the SDK's rule applies.
 - :class:`CallLogHandler`, one handler on the root logger (:func:`install`), hands every
   record logged inside a ``tools/call`` to that call's
-  :class:`~agentkit.faces.mcp_channel.CallChannel`: the kit's own lines (a retry, a status
-  lookup asked, an approval asked; :mod:`agentkit.faces.mcp_progress`) and the handler's own,
-  through Python ``logging`` on its worker thread. The record's context says which call (the
+  :class:`~agentkit.faces.mcp_channel.CallChannel`: the kit's lines logged inside the call
+  (an invalid argument, a transient failure) and the handler's own, through Python
+  ``logging`` on its worker thread. (The kit's steps, a retry, a status lookup asked, an
+  approval asked, are sent whatever the logging configuration:
+  :mod:`agentkit.faces.mcp_progress`.) The record's context says which call (the
   worker runs with the caller's copied context), so a line never reaches another session.
   A record outside any call costs one context-variable read.
 
@@ -28,7 +30,7 @@ from mcp.server.connection import allowed_log_levels
 from mcp.server.context import ServerRequestContext
 
 from agentkit.boundary.canonical import escape_invisible
-from agentkit.faces.mcp_channel import current_channel
+from agentkit.faces.mcp_channel import SENT, current_channel
 
 __all__ = ["DEFAULT_LEVEL", "LEVELS", "MAX_LOG_CHARS", "CallLogHandler", "call_levels",
            "install", "mcp_level", "set_level"]
@@ -91,7 +93,7 @@ class CallLogHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         channel = current_channel.get()
-        if channel is None or record.name.split(".", 1)[0] in _QUIET:
+        if channel is None or record.name.split(".", 1)[0] in _QUIET or hasattr(record, SENT):
             return
         level = mcp_level(record.levelno)
         if level not in channel.levels:

@@ -6,8 +6,8 @@ MCP server uses; inside a ``tools/call`` (its
 :class:`~agentkit.faces.mcp_channel.CallChannel` current: the policy's steps run in the
 call's own task) each of these steps becomes
 
-- a line on the ``agentkit.mcp`` logger (so a ``notifications/message`` to that call's
-  client, through :mod:`agentkit.faces.mcp_logging`, and the operator's log), and
+- a ``notifications/message`` (``info``, logger ``agentkit.mcp``) to that call's client, at
+  or above its level, and the same line on the ``agentkit.mcp`` logger for the operator, and
 - a ``notifications/progress`` when the request carried a ``progressToken``:
 
 =====================  =============================================================
@@ -21,7 +21,7 @@ event                  what the client is told
 =====================  =============================================================
 
 Outside a ``tools/call`` the observer returns at once; the runner keeps it (it is added once
-per runner, and costs a context-variable read per event).
+per runner and its task twins, and costs a context-variable read per event).
 """
 
 from __future__ import annotations
@@ -29,22 +29,26 @@ from __future__ import annotations
 import logging
 import weakref
 
-from agentkit.faces.mcp_channel import current_channel
+from agentkit.faces.mcp_channel import SENT, CallChannel, current_channel
 from agentkit.policy.events import CallEvent
 from agentkit.policy.runner import ToolRunner
+from agentkit.policy.trace import Trace
 
 __all__ = ["watch"]
 
 log = logging.getLogger("agentkit.mcp")
 
-_watched: weakref.WeakSet[ToolRunner] = weakref.WeakSet()
+#: The runners watched, by their trace: a runner's twins for other tasks
+#: (``runner.for_task``) share its trace and its observers, so one observer serves them all
+#: (a server with a runner per conversation adds one, not one per conversation).
+_watched: weakref.WeakSet[Trace] = weakref.WeakSet()
 
 
 def watch(runner: ToolRunner) -> ToolRunner:
     """Tell the client of each ``tools/call`` that ``runner`` serves the kit's own steps
-    (once per runner); returns ``runner``."""
-    if runner not in _watched:
-        _watched.add(runner)
+    (once per runner and its task twins); returns ``runner``."""
+    if runner.trace not in _watched:
+        _watched.add(runner.trace)
         runner.add_observer(_Steps(runner))
     return runner
 
@@ -65,21 +69,29 @@ class _Steps:
         kind, tool = event.kind, event.tool
         if kind == "attempt_started" and event.number > 1:
             text = f"attempt {event.number} of {self._attempts(tool)}"
-            log.info("%s: retrying, %s", tool, text)
+            _tell(channel, f"{tool}: retrying, {text}")
             channel.step(f"{tool}: {text}")
         elif kind == "attempt_ended" and event.outcome != "ok":
-            log.info("%s: attempt %d of %d failed: %s", tool, event.number,
-                     self._attempts(tool), event.outcome)
+            _tell(channel, f"{tool}: attempt {event.number} of {self._attempts(tool)} failed: "
+                           f"{event.outcome}")
         elif kind == "lookup_started":
-            log.info("%s: asking the status lookup whether the write landed", tool)
+            _tell(channel, f"{tool}: asking the status lookup whether the write landed")
             channel.step(f"{tool}: asking the status lookup")
         elif kind == "lookup_ended":
-            log.info("%s: the status lookup answered %s", tool, event.outcome or "nothing")
+            _tell(channel, f"{tool}: the status lookup answered {event.outcome or 'nothing'}")
         elif kind == "approval_asked":
-            log.info("%s: waiting for a person to approve it (approval %s)", tool,
-                     event.approval_id)
+            _tell(channel, f"{tool}: waiting for a person to approve it (approval "
+                           f"{event.approval_id})")
             channel.step(f"{tool}: waiting for a person (approval {event.approval_id})")
 
     def _attempts(self, tool: str) -> int:
         spec = self._registry.get(tool)
         return spec.max_attempts if spec is not None else 1
+
+
+def _tell(channel: CallChannel, text: str) -> None:
+    """One line of the kit's own: to the call's client whatever the logging configuration
+    (an ``info`` line), and to the operator's log as configured (marked as sent already, so
+    :class:`~agentkit.faces.mcp_logging.CallLogHandler` does not send it twice)."""
+    channel.log("info", log.name, text)
+    log.info("%s", text, extra={SENT: True})

@@ -5,8 +5,10 @@
     >>> worker = Worker(client, task_queue="agents", workflows=[PaymentWorkflow],
     ...                 activities=activities(registry, SQLiteIdempotencyStore("agentkit.sqlite3")))
 
-Three activities: ``agentkit_call(name, arguments) -> dict``, ``agentkit_approve(approval_id)``
-and ``agentkit_deny(approval_id)``. Temporal runs an activity **at least once**: it retries a
+Four activities: ``agentkit_call(name, arguments) -> dict``, ``agentkit_approve(approval_id)``,
+``agentkit_deny(approval_id)`` and ``agentkit_close()``, which the workflow calls as it ends
+(in a ``finally``): what it left pending is settled ``forbidden``, so a workflow that ended
+leaves no approval pending. Temporal runs an activity **at least once**: it retries a
 failed or timed-out attempt (by default without limit), and a timed-out attempt may still be
 running when the next one starts. Each attempt goes through one runner per workflow, whose task
 id is the workflow id, so every attempt of a call has the same idempotency key, and whose call
@@ -43,14 +45,17 @@ it never touches agentkit itself, only the activities by name)::
 
         @workflow.run
         async def run(self, to: str, cents: int) -> dict:
-            asked = await workflow.execute_activity(
-                "agentkit_call", args=["send_payment", {"to": to, "cents": cents}], **CALL)
-            if asked.get("error") != "approval_required":
-                return asked
-            approval_id = asked["approval_id"]
-            await workflow.wait_condition(lambda: approval_id in self.decisions)
-            settle = "agentkit_approve" if self.decisions[approval_id] is True else "agentkit_deny"
-            return await workflow.execute_activity(settle, approval_id, **CALL)
+            try:
+                asked = await workflow.execute_activity(
+                    "agentkit_call", args=["send_payment", {"to": to, "cents": cents}], **CALL)
+                if asked.get("error") != "approval_required":
+                    return asked
+                approval_id = asked["approval_id"]
+                await workflow.wait_condition(lambda: approval_id in self.decisions)
+                settle = "agentkit_approve" if self.decisions[approval_id] is True else "agentkit_deny"
+                return await workflow.execute_activity(settle, approval_id, **CALL)
+            finally:  # ended (returned, raised or cancelled): nothing left pending
+                await workflow.execute_activity("agentkit_close", **CALL)
 
 and a person's channel (a web page, a CLI) signals it::
 
@@ -64,6 +69,7 @@ the earlier one settled. Importing this module imports the Temporal SDK (extra
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -82,15 +88,16 @@ __all__ = ["ToolActivities", "activities"]
 
 
 def activities(registry: ToolRegistry, store: Any, **runner_options: Any) -> list[Callable[..., Any]]:
-    """The three activity definitions, to pass to a ``Worker(activities=...)``:
-    ``agentkit_call``, ``agentkit_approve`` and ``agentkit_deny`` (the bound methods of one
-    :class:`ToolActivities`, whose ``runner_for`` each has as ``__self__``)."""
+    """The four activity definitions, to pass to a ``Worker(activities=...)``:
+    ``agentkit_call``, ``agentkit_approve``, ``agentkit_deny`` and ``agentkit_close`` (the
+    bound methods of one :class:`ToolActivities`, whose ``runner_for`` each has as
+    ``__self__``)."""
     tools = ToolActivities(registry, store, **runner_options)
-    return [tools.call, tools.approve, tools.deny]
+    return [tools.call, tools.approve, tools.deny, tools.close]
 
 
 class ToolActivities:
-    """The registry's tools as three Temporal activities sharing one runner per workflow.
+    """The registry's tools as four Temporal activities sharing one runner per workflow.
 
     ``store`` is a durable agentkit store every worker shares (SQLite on one machine,
     PostgreSQL for several hosts). ``runner_options`` are :class:`~agentkit.ToolRunner`'s
@@ -128,6 +135,17 @@ class ToolActivities:
         """A person denied: settle the call as ``forbidden``; nothing runs."""
         runner, this = self._here()
         return _answer(await runner.adeny(approval_id, call_id=this))
+
+    @activity.defn(name="agentkit_close")
+    async def close(self) -> list[str]:
+        """The calling workflow ends (call it in the workflow's ``finally``: returned, raised
+        or cancelled): every approval it still has pending is settled ``forbidden``, for
+        nothing will ever decide it; returns their ids. Idempotent: a retry settles nothing
+        more. A store that fails raises, so Temporal retries it."""
+        info = activity.info()
+        if info.workflow_id is None:
+            return []
+        return await asyncio.to_thread(self._runners.close, info.workflow_id, strict=True)
 
     def _here(self) -> tuple[ToolRunner, str]:
         """This activity's runner and call id: its workflow's, and

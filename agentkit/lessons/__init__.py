@@ -4,7 +4,7 @@
   agent stepper), built on ipywidgets;
 - :mod:`~agentkit.lessons.timeline`: the attempt timeline, drawn with matplotlib;
 - :mod:`~agentkit.lessons.notebook`: small helpers the notebooks share (workspaces, one-line
-  results, captured log lines);
+  results, checkers' verdicts, tables that fit the page, captured log lines);
 - :mod:`~agentkit.lessons.exercises`: the exercises with ``check()``, ``hint()`` and
   ``solution()`` (notebooks 06 and 07);
 - :mod:`~agentkit.lessons.framework_cases`: notebook 08's failure cases, and

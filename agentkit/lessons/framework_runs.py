@@ -8,6 +8,11 @@ framework's own, with the timeout, retry and approval settings its documentation
 agentkit it is the face over a :class:`~agentkit.ToolRunner`. A person's decision is the
 case's ``decision``. :func:`table` counts the handler's real calls per case and framework.
 
+:func:`real_table` plays the same cases through the OpenAI Agents SDK against a **real**
+OpenAI-compatible endpoint (:class:`Endpoint`, from ``OPENAI_BASE_URL``, ``OPENAI_MODEL`` and
+``OPENAI_API_KEY``: api.openai.com or a local server), told in words what the scripted model
+does. Without ``OPENAI_BASE_URL`` nothing is asked: :data:`NO_ENDPOINT` says so in one line.
+
 Each framework is imported only when a case runs through it (extras ``openai-agents``,
 ``pydantic-ai``, ``langgraph``), so one framework's tests need only that framework.
 """
@@ -16,7 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +36,8 @@ if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse
     from pydantic_ai.models.function import AgentInfo
 
-__all__ = ["FRAMEWORKS", "Outcome", "run_case", "scripted_chat_model", "table"]
+__all__ = ["FRAMEWORKS", "NO_ENDPOINT", "Endpoint", "Outcome", "real_table", "run_case", "run_real_case",
+           "scripted_chat_model", "table"]
 
 FRAMEWORKS = ("openai-agents", "pydantic-ai", "langgraph")
 _MAX_MODEL_CALLS = 8
@@ -96,7 +103,10 @@ def _openai_outputs(items: Any) -> list[str]:
     return outputs
 
 
-async def _openai_agents(bench: Bench, turns: ScriptedTurns, agentkit: bool) -> None:
+async def _openai_agents(bench: Bench, turns: ScriptedTurns, agentkit: bool, model: Any = None,
+                         prompt: str = "go") -> Any:
+    """One case through the SDK: its scripted model, or ``model`` (a real one) told ``prompt``.
+    Returns the last run's result."""
     from agents import Agent, RunConfig, Runner, function_tool
     from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 
@@ -109,7 +119,8 @@ async def _openai_agents(bench: Bench, turns: ScriptedTurns, agentkit: bool) -> 
         return [function_call(tool, arguments, call_id=call_id)
                 for call_id, tool, arguments in calls]
 
-    model = ScriptedModel([ModelStep.respond(respond) for _ in range(_MAX_MODEL_CALLS)])
+    if model is None:
+        model = ScriptedModel([ModelStep.respond(respond) for _ in range(_MAX_MODEL_CALLS)])
     if agentkit:
         tools: list[Any] = oa_face.function_tools(bench.runner)
     elif bench.case.tool == "save_note":  # the SDK's timeout needs a coroutine
@@ -121,7 +132,7 @@ async def _openai_agents(bench: Bench, turns: ScriptedTurns, agentkit: bool) -> 
         tools = [function_tool(bench.search)]
     agent: Agent[Any] = Agent(name="bench", model=model, tools=tools)
     config = RunConfig(tracing_disabled=True)
-    result = await Runner.run(agent, "go", run_config=config)
+    result = await Runner.run(agent, prompt, run_config=config, max_turns=_MAX_MODEL_CALLS)
     while result.interruptions:
         state = result.to_state()
         for item in result.interruptions:
@@ -131,7 +142,79 @@ async def _openai_agents(bench: Bench, turns: ScriptedTurns, agentkit: bool) -> 
                 oa_face.reject(state, item)
             else:
                 state.reject(item)
-        result = await Runner.run(agent, state, run_config=config)
+        result = await Runner.run(agent, state, run_config=config, max_turns=_MAX_MODEL_CALLS)
+    return result
+
+
+# ---------------------------------------------------------------- a real endpoint
+
+#: What notebook 08 prints instead of asking a real model when none is configured: one line,
+#: the same on every machine without ``OPENAI_BASE_URL``, never a failure.
+NO_ENDPOINT = ("Skipped: OPENAI_BASE_URL is not set, so no real model was asked (set it to an "
+               "OpenAI-compatible endpoint, such as a local server, and OPENAI_MODEL, then run this cell again).")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A real OpenAI-compatible chat-completions endpoint: its base URL, model and key."""
+
+    base_url: str
+    model: str = "gpt-4o-mini"
+    api_key: str = "unused"  # a local server asks for none; the client needs a value
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> Endpoint | None:
+        """``OPENAI_BASE_URL`` (None when unset or blank), ``OPENAI_MODEL``, ``OPENAI_API_KEY``."""
+        env = os.environ if environ is None else environ
+        base_url = env.get("OPENAI_BASE_URL", "").strip()
+        if not base_url:
+            return None
+        return cls(base_url, env.get("OPENAI_MODEL", "").strip() or cls.model,
+                   env.get("OPENAI_API_KEY", "").strip() or cls.api_key)
+
+
+def real_prompt(case: Case) -> str:
+    """What the scripted model does for ``case``, said to a real model in words."""
+    calls = " and ".join(f"{case.tool} with {json.dumps(arguments)}" for arguments in case.arguments)
+    again = (" When you have its answer, call it once more with the same arguments, whatever the"
+             " answer said." if case.repeats > 1 else "")
+    return (f"Call the tool {calls}, in one turn.{again} If an answer says that you may try"
+            " again, try once more. Then reply with the single word: done.")
+
+
+async def run_real_case(case: Case, endpoint: Endpoint, *, agentkit: bool) -> Outcome:
+    """Run ``case`` once through the OpenAI Agents SDK against ``endpoint``: the handler's real
+    calls, what the model read, and how the run ended (a refused connection is a result too)."""
+    from agents import OpenAIChatCompletionsModel
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key, max_retries=0)
+    model = OpenAIChatCompletionsModel(model=endpoint.model, openai_client=client)
+    bench = Bench(case)
+    try:
+        result = await _openai_agents(bench, ScriptedTurns(case), agentkit, model, real_prompt(case))
+    except Exception as exc:
+        return Outcome(bench.calls, [], type(exc).__name__)
+    finally:
+        bench.close()
+        await client.close()
+    return Outcome(bench.calls, _openai_outputs(result.to_input_list()))
+
+
+async def real_table(endpoint: Endpoint, cases: Sequence[Case] = CASES) -> pd.DataFrame:
+    """Real handler calls per case against ``endpoint``, alone and through agentkit, and how
+    each run ended (``finished`` or the exception's class)."""
+    import pandas as pd
+
+    rows = []
+    for case in cases:
+        alone = await run_real_case(case, endpoint, agentkit=False)
+        kit = await run_real_case(case, endpoint, agentkit=True)
+        rows.append({"case": case.name, "alone": alone.calls, "+ agentkit": kit.calls,
+                     "ended, alone": alone.aborted or "finished",
+                     "ended, + agentkit": kit.aborted or "finished"})
+    frame: pd.DataFrame = pd.DataFrame(rows).set_index("case")
+    return frame
 
 
 # ---------------------------------------------------------------- Pydantic AI

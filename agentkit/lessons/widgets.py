@@ -41,6 +41,7 @@ from agentkit.boundary.canonical import approval_text, json_text
 from agentkit.demo import matrix
 from agentkit.demo.agent import Step, Transcript, take_turn
 from agentkit.demo.fake_model import FinalAnswer
+from agentkit.lessons.notebook import WORD_WRAP
 
 __all__ = ["AgentStepper", "ApprovalPanel", "FailureExplorer", "result_text"]
 
@@ -48,7 +49,9 @@ log = logging.getLogger("agentkit")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_PRE = '<pre style="white-space: pre-wrap; margin: 0.3em 0">{}</pre>'
+#: Wrapped between words, never inside one ("outc|ome_unknown"): JupyterLab's own output
+#: style breaks a ``<pre>`` at any character.
+_PRE = f'<pre style="{WORD_WRAP}; margin: 0.3em 0">{{}}</pre>'
 
 
 _CELL_STYLE = "text-align: left; vertical-align: top; padding: 0.15em 0.8em 0.15em 0"
@@ -71,7 +74,7 @@ def _message(text: str, kind: str = "info") -> str:
     a colour: a denial is a person's decision carried out, neither a success nor a failure)."""
     colour = {"ok": "#1a7f37", "error": "#b42318", "denied": "#9a6700"}.get(kind, "inherit")
     return (
-        f'<div class="agentkit-message agentkit-message-{kind}" style="color: {colour}">'
+        f'<div class="agentkit-message agentkit-message-{kind}" style="color: {colour}; {WORD_WRAP}">'
         f"{html.escape(text)}</div>"
     )
 

@@ -73,7 +73,7 @@ def browser(chromium: str) -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def browser_context(browser: Any, lab_server: lab.LabServer) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
+    context = browser.new_context(viewport={"width": 1280, "height": 1000}, device_scale_factor=1)
     context.set_default_timeout(lab.WIDGET_TIMEOUT * 1000)
     try:
         yield context

@@ -66,3 +66,26 @@ def test_the_answer_keys_first_page_is_not_mostly_blank(browser: Any, built: Pat
         assert overflow == 0, "a code line runs past the margin"
     finally:
         page.close()
+
+
+def test_the_pipeline_picture_keeps_its_lines_on_a4(browser: Any, built: Path) -> None:
+    """The picture wrapped on A4: "Handler" and "Raw result" on lines of their own, the arrows
+    out of line. Printed, each line of the picture is one line, inside its column."""
+    page = browser.new_page()
+    try:
+        page.goto((built / "handout.html").as_uri())
+        page.emulate_media(media="print")
+        page.set_viewport_size({"width": round(192 * 3.78), "height": round(277 * 3.78)})  # A4 less margins
+        picture = page.locator("pre.picture")
+        text = picture.inner_text()
+        assert "Handler" in text and "Raw result" in text
+        lines = len(text.rstrip("\n").splitlines())
+        height, line, scroll, room = picture.evaluate(
+            "p => [p.getBoundingClientRect().height, parseFloat(getComputedStyle(p).lineHeight),"
+            " p.scrollWidth, p.clientWidth]")
+        assert round(height / line) == lines, f"{lines} lines drawn on {height / line:.1f}: the picture wraps"
+        assert scroll <= room + 1, f"the picture needs {scroll} px in {room} px"
+        column = picture.evaluate("p => p.parentElement.getBoundingClientRect().width")
+        assert room <= column + 1
+    finally:
+        page.close()

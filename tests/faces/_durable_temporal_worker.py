@@ -67,7 +67,11 @@ async def main() -> None:
 
         agent_module.runner.add_observer(die_inside_the_refund)
     client = await Client.connect(TARGET, namespace=NAMESPACE, plugins=[PydanticAIPlugin()])
-    async with Worker(client, task_queue="refunds", workflows=[workflows.RefundConversation]):
+    # No workflow cache: no sticky queue either, so a workflow task of the killed worker goes
+    # to the other one at once (the test server would hold it for the sticky timeout, on a
+    # clock it only moves while a result is awaited), and every task replays the history.
+    async with Worker(client, task_queue="refunds", workflows=[workflows.RefundConversation],
+                      max_cached_workflows=0):
         print("serving", flush=True)
         await asyncio.Event().wait()  # until killed
 

@@ -190,3 +190,46 @@ def test_temporal_killed_inside_the_refund_the_retry_settles_it_by_the_status_lo
     assert model_calls(tmp_path) == ["crash-paying", "second"]
     (key,) = keys(tmp_path)
     assert key["state"] == "completed" and key["key"].startswith("refund-o-1:refund:"), key
+
+
+def test_temporal_bounded_attempts_shorter_than_the_write_end_in_progress_after_it_landed(
+        tmp_path: Path) -> None:
+    """What the retry options page says, on the real server: attempt 1 writes and is timed out
+    (1 s) while it still runs, attempt 2 finds its claim (in_progress), and with
+    maximum_attempts=2 the workflow fails with in_progress although the write landed. (With
+    unlimited attempts a later attempt replays it: test_face_temporal.py's server test.)"""
+    import asyncio
+    import importlib
+
+    pytest.importorskip("temporalio")
+    from temporalio.client import WorkflowFailureError
+    from temporalio.exceptions import ApplicationError
+    from test_face_temporal import Attempts, Bench, wait, with_server
+
+    from agentkit.faces.temporal import activities
+
+    bounded = importlib.import_module("_temporal_bounded_workflows")
+    bench = Bench(tmp_path)
+    seen = Attempts()
+
+    async def run(client: Any) -> BaseException:
+        try:
+            with pytest.raises(WorkflowFailureError) as failed:
+                await client.execute_workflow(bounded.SaveBounded.run, args=["n1", "hello"],
+                                              id="bounded-1", task_queue="agentkit-tests")
+            await wait(bench.wrote)
+            return failed.value
+        finally:
+            bench.release.set()  # attempt 1 may now return: its write had landed long before
+
+    failure = asyncio.run(with_server(run, activities=activities(bench.registry, bench.store),
+                                      workflows=[bounded.SaveBounded],
+                                      interceptors=[seen.interceptor]))
+    cause: BaseException | None = failure
+    while cause is not None and not isinstance(cause, ApplicationError):
+        cause = cause.__cause__
+    assert isinstance(cause, ApplicationError) and cause.type == "in_progress", failure
+    assert bench.writes == 1  # the write landed: the workflow's in_progress is not "not done"
+    # attempt 2 found attempt 1's claim; attempt 1 itself may have returned before the worker
+    # stopped (its result comes too late for the workflow)
+    assert [(number, how) for _, number, how in seen.ended if how != "ok"] == [(2, "in_progress")]

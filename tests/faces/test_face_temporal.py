@@ -291,6 +291,33 @@ def test_an_approval_belongs_to_its_workflow_and_only_its_activities_decide_it(t
     assert paid["ok"] is True and ledger_count(bench.ledger) == 1
 
 
+def test_a_workflow_that_ends_leaves_no_approval_pending(tmp_path):
+    """docs/design.md#approvals: ``agentkit_close``, called as the workflow ends, settles what
+    it left pending as ``forbidden`` (marked closed); another workflow's approval stays
+    pending; a retry settles nothing more; nothing is paid, even when approved later."""
+    bench = Bench(tmp_path, hold=False)
+    tools = bench.activities
+    payment = ("send_payment", {"to": "ada", "cents": 5})
+
+    async def run() -> tuple[Any, ...]:
+        mine = await attempt(1, workflow_id="pay-1", activity_id="1").run(tools.call, *payment)
+        other = await attempt(1, workflow_id="pay-2", activity_id="1").run(
+            tools.call, "send_payment", {"to": "bob", "cents": 6})
+        closed = await attempt(1, workflow_id="pay-1", activity_id="2").run(tools.close)
+        again = await attempt(2, workflow_id="pay-1", activity_id="2").run(tools.close)
+        late = await attempt(1, workflow_id="pay-1", activity_id="3").run(
+            tools.approve, mine["approval_id"])
+        return mine, other, closed, again, late
+
+    mine, other, closed, again, late = asyncio.run(run())
+    assert closed == [mine["approval_id"]] and again == []
+    record = bench.store.get_approval(mine["approval_id"])
+    assert record["state"] == "settled" and record["closed"] == "workflow ended"
+    assert late["error"] == "forbidden" and late["replayed"] is True
+    assert bench.store.get_approval(other["approval_id"])["state"] == "pending"
+    assert ledger_count(bench.ledger) == 0
+
+
 def test_busy_is_a_retryable_error_other_failures_are_results(tmp_path):
     bench = Bench(tmp_path, hold=True)
     spec = bench.registry.get("save_note")
@@ -330,13 +357,13 @@ def test_activities_and_their_names(tmp_path):
     bench = Bench(tmp_path, hold=False)
     definitions = activities(bench.registry, bench.store)
     names = [activity._Definition.must_from_callable(fn).name for fn in definitions]
-    assert names == ["agentkit_call", "agentkit_approve", "agentkit_deny"]
+    assert names == ["agentkit_call", "agentkit_approve", "agentkit_deny", "agentkit_close"]
     assert isinstance(definitions[0].__self__, ToolActivities)  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="durable store"):
         activities(bench.registry, None)
     with pytest.raises(TypeError):
         activities(bench.registry, bench.store, retries=3)  # not a runner option
-    assert len(activities(bench.registry, IdempotencyStore())) == 3  # one process: a warning
+    assert len(activities(bench.registry, IdempotencyStore())) == 4  # one process: a warning
 
 
 # --------------------------------------------------------------------------- the real server
@@ -504,7 +531,8 @@ def test_the_documented_workflow_waits_for_a_signal(tmp_path, monkeypatch, appro
                             args=[pending["approval_id"], approved])
         return await handle.result()
 
-    result = asyncio.run(with_server(run, activities=[tools.call, tools.approve, tools.deny],
+    result = asyncio.run(with_server(run, activities=[tools.call, tools.approve, tools.deny,
+                                                      tools.close],
                                      workflows=[documented.PaymentWorkflow]))
     if approved:
         assert result == {"ok": True, "data": "paid 500 cents to ada", "attempts": 1,
@@ -513,3 +541,4 @@ def test_the_documented_workflow_waits_for_a_signal(tmp_path, monkeypatch, appro
     else:
         assert result["error"] == "forbidden"
         assert bench.writes == 0
+    assert tools.runner_for("pay-7").pending_approvals() == []  # it ended: nothing pending

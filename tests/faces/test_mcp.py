@@ -23,6 +23,7 @@ import pytest
 mcp = pytest.importorskip("mcp")
 
 from mcp import Client, StdioServerParameters, types
+from mcp.shared.exceptions import MCPError
 
 from agentkit import ToolRunner
 from agentkit.demo import faults
@@ -165,16 +166,50 @@ def test_an_invalid_call_is_invalid_arguments_with_no_traceback(tmp_path: Path) 
                 await client.call_tool("search_local_sources", {"query": "x", "limit": 99}),
                 await client.call_tool("search_local_sources", {"query": "x", "secret": "sk-1"}),
                 await client.call_tool("search_local_sources", None),
-                await client.call_tool("no_such_tool", {"a": 1}),
             ]
 
-    too_many, extra, missing, unknown = run(go)
+    too_many, extra, missing = run(go)
     body = assert_failure(too_many, "invalid_arguments")
     assert "limit" in body["detail"]
     assert "sk-1" not in text(extra) and assert_failure(extra, "invalid_arguments")
-    assert_failure(missing, "invalid_arguments")
-    assert_failure(unknown, "unknown_tool")
+    assert_failure(missing, "invalid_arguments")  # input validation stays a result (SEP-1303)
     assert world.calls("search_local_sources") == 0
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_tool_that_does_not_exist_is_a_protocol_error(tmp_path: Path, mode: str) -> None:
+    """The spec (2025-11-25): JSON-RPC -32602, not a result; the session goes on."""
+    world = World(tmp_path)
+
+    async def go() -> tuple[list[MCPError], types.CallToolResult]:
+        errors: list[MCPError] = []
+        async with Client(world.server, mode=mode) as client:
+            for name in ("no_such_tool", "search_local_source", "x" * 300 + "\u202e"):
+                with pytest.raises(MCPError) as raised:
+                    await client.call_tool(name, {"query": "x"})
+                errors.append(raised.value)
+            return errors, await client.call_tool("search_local_sources", {"query": "x"})
+
+    errors, after = run(go)
+    assert [e.error.code for e in errors] == [types.INVALID_PARAMS] * 3
+    assert errors[0].error.message == "Unknown tool: no_such_tool"
+    assert len(errors[2].error.message) < 120 and "\u202e" not in errors[2].error.message
+    assert structured(after)["ok"] is True
+    assert world.calls("search_local_sources") == 1
+
+
+def test_server_info_names_the_kits_version(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    world = World(tmp_path)
+
+    async def go() -> types.Implementation:
+        async with Client(world.server, mode="legacy") as client:
+            assert client.server_info is not None
+            return client.server_info
+
+    info = run(go)
+    assert info.name == "agentkit" and info.version == version("agentkit-boundary") != ""
 
 
 def test_a_transient_failure_is_retried_and_counted(tmp_path: Path) -> None:
@@ -290,10 +325,11 @@ def test_a_client_cannot_approve_through_any_tool_method_or_argument(tmp_path: P
             asked = structured(await client.call_tool("send_message", MESSAGE))
             approval_id = asked["approval_id"]
             out["tools"] = [t.name for t in (await client.list_tools()).tools]
-            out["by_name"] = [
-                await client.call_tool(name, {"approval_id": approval_id})
-                for name in ("approve", "approvals", "agentkit.approve", "approve_send_message")
-            ]
+            out["by_name"] = []
+            for name in ("approve", "approvals", "agentkit.approve", "approve_send_message"):
+                with pytest.raises(MCPError) as raised:  # no such tool: a protocol error
+                    await client.call_tool(name, {"approval_id": approval_id})
+                out["by_name"].append(raised.value.error.code)
             out["by_argument"] = await client.call_tool(
                 "send_message", {**MESSAGE, "approval_id": approval_id, "approved": True})
             accept = {APPROVAL_INPUT: types.ElicitResult(action="accept", content={})}
@@ -314,8 +350,7 @@ def test_a_client_cannot_approve_through_any_tool_method_or_argument(tmp_path: P
 
     out = run(go)
     assert "approve" not in " ".join(out["tools"])
-    for result in out["by_name"]:
-        assert_failure(result, "unknown_tool")
+    assert out["by_name"] == [types.INVALID_PARAMS] * 4
     assert_failure(out["by_argument"], "invalid_arguments")
     for key in ("no_state", "forged_state", "moved_state"):
         assert_failure(out[key], "forbidden")
@@ -464,7 +499,9 @@ def test_serve_mcp_writes_only_protocol_to_stdout_and_logs_to_stderr(tmp_path: P
         for line in lines:
             child.stdin.write(json.dumps(line) + "\n")
         child.stdin.flush()
-        out = [child.stdout.readline() for _ in range(5)]  # answers to ids 1 to 5
+        out = []  # up to the answers to ids 1 to 5 (log notifications come in between)
+        while len([line for line in out if '"id"' in line]) < 5:
+            out.append(child.stdout.readline())
         child.stdin.close()  # end of the session: the server exits
         child.wait(timeout=60)
         assert child.stderr is not None
@@ -475,6 +512,7 @@ def test_serve_mcp_writes_only_protocol_to_stdout_and_logs_to_stderr(tmp_path: P
     assert child.returncode == 0, err[-2000:]
     messages = [json.loads(line) for line in stdout.splitlines()]
     assert all(m.get("jsonrpc") == "2.0" for m in messages)
+    assert {m["method"] for m in messages if "id" not in m} <= {"notifications/message"}
     by_id = {m["id"]: m for m in messages if "id" in m}
     assert by_id[2]["result"]["isError"] is True
     assert by_id[2]["result"]["structuredContent"]["error"] == "invalid_arguments"

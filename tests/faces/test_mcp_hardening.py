@@ -244,10 +244,10 @@ def test_approvals_cli_mode_does_not_take_a_clients_own_answer(tmp_path: Path) -
 
 
 def readme_server() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "hosts" / "mcp.md").read_text(encoding="utf-8")  # the docs page
     found = re.search(r"<!-- serve-your-own:start -->\s*```python\n(.*?)```\s*<!-- serve-your-own:end -->",
                       text, re.DOTALL)
-    assert found, "README.md lost its serve-your-own script"
+    assert found, "docs/hosts/mcp.md lost its serve-your-own script"
     return found.group(1)
 
 

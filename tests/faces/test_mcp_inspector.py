@@ -1,5 +1,6 @@
 """Interop beyond the Python SDK: the MCP Inspector's CLI mode (Node, from npm) lists the tools
-of ``python -m agentkit serve-mcp`` and calls them (issue 12).
+of ``python -m agentkit serve-mcp`` and calls them (issue 12), over stdio and over streamable
+HTTP with the URL the server prints (issue 44).
 
 Marked ``interop`` and run by ``make test-interop`` (and so by ``.ci/run``). Locally it skips
 when ``npx`` is missing or npm cannot fetch the Inspector; under CI (``CI`` set) those are
@@ -32,12 +33,13 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def inspector(workspace: Path, *method: str) -> dict[str, Any]:
+def inspector(workspace: Path, *method: str, url: str | None = None) -> dict[str, Any]:
     npx = shutil.which("npx")
     if npx is None:
         unavailable("npx is not installed (Debian: apt-get install nodejs npm)")
-    command = [npx, "-y", INSPECTOR, "--cli",
-               sys.executable, "-m", "agentkit", "serve-mcp", "--workspace", str(workspace), *method]
+    server = ([url, "--transport", "http"] if url is not None else
+              [sys.executable, "-m", "agentkit", "serve-mcp", "--workspace", str(workspace)])
+    command = [npx, "-y", INSPECTOR, "--cli", *server, *method]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     except subprocess.TimeoutExpired:
@@ -72,3 +74,14 @@ def test_the_inspector_calls_a_read_and_is_refused_an_unapproved_write(tmp_path:
     assert write["isError"] is True
     assert write["structuredContent"]["error"] == "approval_required"
     assert not (tmp_path / "files" / "outbox.jsonl").exists()
+
+
+def test_the_inspector_connects_over_http_with_the_printed_url(tmp_path: Path) -> None:
+    from _http_serve import serve_http
+
+    with serve_http(tmp_path / "ws") as served:
+        listed = inspector(tmp_path, "--method", "tools/list", url=served.url)
+        read = inspector(tmp_path, "--method", "tools/call", "--tool-name", "search_local_sources",
+                         "--tool-arg", "query=timeout", url=served.url)
+    assert {tool["name"] for tool in listed["tools"]} >= {"search_local_sources", "send_message"}
+    assert read["structuredContent"]["ok"] is True

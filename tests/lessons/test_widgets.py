@@ -439,3 +439,14 @@ def test_text_is_escaped(tmp_path, corpus):
     value = panel.list_box.children[0].children[0].value
     assert "<script>" not in value and "&lt;script&gt;" in value
     json.dumps(panel.pending)  # plain data
+
+
+def test_the_widgets_text_wraps_between_words_never_inside_one():
+    """The explorer's "why:" line, the stepper's JSON and every status line: JupyterLab's own
+    output style breaks a ``<pre>`` at any character ("outc|ome_unknown")."""
+    from agentkit.lessons import widgets
+
+    block = widgets._pre("why: outcome_unknown")
+    line = widgets._message("error: outcome_unknown", "error")
+    for page in (block, line):
+        assert "word-break: normal" in page and "overflow-wrap: anywhere" in page, page

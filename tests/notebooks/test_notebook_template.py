@@ -95,8 +95,13 @@ def test_there_are_notebooks_and_a_time_for_each():
 
 
 def listed_notebooks(text: str) -> list[str]:
-    """The notebooks a map table names, one per row: ``| `NN_name` | … |``, in its order."""
-    return re.findall(r"^\| `(\d\d[a-z]?_[a-z0-9_]+)` \|", text, flags=re.MULTILINE)
+    """The notebooks a map table names, one per row: ``| `NN_name` | … |`` or, clickable,
+    ``| [`NN_name`](NN_name.ipynb) | … |``, in its order."""
+    rows = re.findall(r"^\| (?:\[`(\d\d[a-z]?_[a-z0-9_]+)`\]\(([^)]*)\)|`(\d\d[a-z]?_[a-z0-9_]+)`) \|", text,
+                      flags=re.MULTILINE)
+    for linked, target, _ in rows:
+        assert not linked or target == f"{linked}.ipynb", f"the row of {linked} links to {target}"
+    return [linked or plain for linked, _, plain in rows]
 
 
 def test_every_map_of_the_notebooks_lists_every_notebook_in_order():
@@ -104,7 +109,10 @@ def test_every_map_of_the_notebooks_lists_every_notebook_in_order():
     in order: a new notebook (10 …) fails here until it has its row in both."""
     names = [p.stem for p in PATHS]
     start = "\n".join(markdown(NOTEBOOKS / "00_start_here.ipynb"))
-    assert listed_notebooks(section(start, "## 3. The map of the notebooks")) == names
+    course_map = section(start, "## 3. The map of the notebooks")
+    assert listed_notebooks(course_map) == names
+    clickable = re.findall(r"^\| \[`", course_map, flags=re.MULTILINE)
+    assert len(clickable) == len(names), "every row of 00's map opens its notebook on a click"
     readme = (NOTEBOOKS.parent / "README.md").read_text(encoding="utf-8")
     assert listed_notebooks(section(readme, "## The notebooks")) == names
 
@@ -251,3 +259,65 @@ def test_tables_show_what_the_prose_refers_to():
     assert '"Idempotency keys",…' in baseline  # data cut at a word boundary, marked with an ellipsis
     matrix_table = outputs_of(NOTEBOOKS / "05_failure_matrix.ipynb", "matrix.run_matrix(workdir=workspace)")
     assert "timeout outcome unknown" in matrix_table and "handler calls" in matrix_table  # labels that wrap
+
+
+#: The course's path, as the feet of the notebooks lead along it: 02b is optional and uses 04's
+#: idempotency keys and approvals, so it sits beside the path, after 04 (00's map says so).
+COURSE = ["00", "01", "02", "03", "04", "05", "06", "07", "08", "09", "10"]
+BESIDE = {"02b": ("04", "05")}
+
+
+def foot_links(path: Path) -> dict[str, str]:
+    """The last cell's ``**Previous:** [...](target)`` and ``**Next:** [...](target)``."""
+    last = cells(path)[-1]
+    assert last["cell_type"] == "markdown", f"{path.name}: the last cell is the foot, a markdown cell"
+    text = "".join(last["source"])
+    return {kind: target for kind, target in re.findall(r"\*\*(Previous|Next):\*\* \[[^\]]+\]\(([^)#]+)\)", text)}
+
+
+def test_every_notebook_ends_with_previous_and_next_links_along_the_course():
+    by_number = {p.name.split("_")[0]: p for p in PATHS}
+    assert sorted(COURSE + list(BESIDE)) == sorted(by_number), "every notebook is on the course or beside it"
+    for number, path in by_number.items():
+        if number in BESIDE:
+            before, after = BESIDE[number]
+        else:
+            i = COURSE.index(number)
+            before = COURSE[i - 1] if i else None
+            after = COURSE[i + 1] if i + 1 < len(COURSE) else None
+        expected = {kind: by_number[n].name for kind, n in (("Previous", before), ("Next", after)) if n}
+        assert foot_links(path) == expected, f"{path.name}: the foot links {foot_links(path)}, not {expected}"
+        last = "".join(cells(path)[-1]["source"])
+        assert "(GLOSSARY.md)" in last and "(00_start_here.ipynb#3.-The-map-of-the-notebooks)" in last
+    assert "(02b_mcp.ipynb)" in "".join(cells(by_number["04"])[-1]["source"]), "04's foot offers 02b"
+
+
+#: Terms of the glossary, each with the case-sensitive pattern of its use in the notebooks'
+#: prose (``Budget`` the class is not ``budget`` the term) and its anchor in GLOSSARY.md.
+GLOSSARY_TERMS = {
+    "idempotency key": (r"\bidempotency keys?\b", "idempotency-key"),
+    "status lookup": (r"\bstatus lookups?\b", "status-lookup"),
+    "outcome unknown": (r"\boutcome[ _]unknown\b", "outcome-unknown"),
+    "claim": (r"\bclaim", "claim"),
+    "lease": (r"\blease", "lease"),
+    "approval": (r"\bapprovals?\b", "approval"),
+    "budget": (r"\bbudget\b", "budget"),
+    "side-effect level": (r"\bside-effect levels?\b", "side-effect-level"),
+}
+
+
+def test_the_glossary_explains_each_term_and_its_first_use_in_00_to_04_links_there():
+    glossary = (NOTEBOOKS / "GLOSSARY.md").read_text(encoding="utf-8")
+    early = "\n".join(t for p in PATHS if p.name.split("_")[0] <= "04" for t in markdown(p))
+    for term, (pattern, anchor) in GLOSSARY_TERMS.items():
+        assert f'<a id="{anchor}"></a>' in glossary, f"GLOSSARY.md has no entry {anchor!r} for {term!r}"
+        first = re.search(pattern, early)
+        if first is None:
+            continue  # not used before 05: nothing to link
+        opening = early.rfind("[", 0, first.start())
+        closing = early.find("](", first.end())
+        linked = (opening != -1 and closing != -1 and "]" not in early[opening:first.start()]
+                  and "]" not in early[first.end():closing]
+                  and early.startswith(f"](GLOSSARY.md#{anchor})", closing))
+        where = early[max(0, first.start() - 60): first.end() + 40].replace("\n", " ")
+        assert linked, f"the first use of {term!r} in 00-04 links to GLOSSARY.md#{anchor}: …{where}…"

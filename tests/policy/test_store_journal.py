@@ -466,10 +466,10 @@ def test_on_an_affected_sqlite_a_new_connection_refuses_a_file_put_back_in_wal(
 
 
 def test_a_transactional_write_flushes_once_its_effect_and_result_together(tmp_path: Path) -> None:
-    """A transactional write's claim needs no flush of its own (docs/design.md#transactional-
-    writes: its effect commits with its result, so a claim a power cut forgot leaves nothing
-    behind): the claim's INSERT runs at NORMAL, and the one commit at FULL holds the
-    handler's INSERT and the key's result."""
+    """A transactional write's claim needs no flush of its own: its effect commits with its
+    result, so a claim a power cut forgot leaves nothing behind
+    (docs/design.md#transactional-writes). The claim's INSERT runs at NORMAL, and the one
+    commit at FULL holds the handler's INSERT and the key's result."""
     from agentkit import CallContext, ToolRegistry, ToolRunner, ToolSpec, current_call
 
     def note(ref: str) -> str:

@@ -105,6 +105,7 @@ def save_keyed(note: str) -> str:
     assert call is not None and call.effect == "reversible_write"
     assert_type(call.idempotency_key, str | None)
     assert_type(call.attempt, int)
+    assert_type(call.report_progress(1, total=2, message="half way"), None)
     return f"saved {note} under {call.idempotency_key}"
 
 

@@ -15,9 +15,13 @@ import os
 import secrets
 import socket
 import sys
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-__all__ = ["TOKEN_ENV", "loopback_hosts", "run_desk"]
+if TYPE_CHECKING:
+    from agentkit.policy.runner import ToolRunner
+
+__all__ = ["TOKEN_ENV", "desk_problem", "login_token", "loopback_hosts", "run_desk"]
 
 #: The environment variable that may give the login token (a script starting the desk).
 TOKEN_ENV = "AGENTKIT_DESK_TOKEN"
@@ -35,44 +39,44 @@ def loopback_hosts(host: str, port: int) -> list[str] | None:
     return ["127.0.0.1", "localhost", "[::1]", "::1", host]
 
 
-def run_desk(args: argparse.Namespace) -> int:
-    """The ``desk`` command (see the module docstring); returns its exit status."""
+def desk_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the ``desk`` command's own options (before any store is opened),
+    as one line, or None."""
+    from agentkit.faces.desk.auth import name_problem
+    from agentkit.policy.stores.audit import SIGNING_KEY_ENV, env_signer
+
+    if args.approver is not None and name_problem(args.approver):
+        return f"--approver: {name_problem(args.approver)}"
+    if len(login_token(args)) < 16:
+        return "the login token must have at least 16 characters"
+    try:
+        env_signer()
+    except (ValueError, ImportError) as exc:
+        return f"${SIGNING_KEY_ENV}: {exc}"
+    return None
+
+
+def login_token(args: argparse.Namespace) -> str:
+    """``--token``, else ``$AGENTKIT_DESK_TOKEN``, else a new random one (kept on ``args``)."""
+    if not getattr(args, "token", None):
+        args.token = os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(24)
+    return str(args.token)
+
+
+def run_desk(args: argparse.Namespace, runner: ToolRunner) -> int:
+    """Serve the desk for ``runner`` (the ``desk`` command once the CLI opened the store and
+    the registry: :func:`agentkit.faces.cli.workspace_runner`); returns its exit status.
+    The runner's store is closed when the desk stops."""
     import logging
 
     import uvicorn
 
-    from agentkit.faces.cli import (
-        DEFAULT_WORKSPACE,
-        UnusableWorkspace,
-        chosen_store,
-        load_registry,
-        refusal,
-        workspace_runner,
-    )
     from agentkit.faces.desk.app import create_app
-    from agentkit.faces.desk.auth import name_problem
-    from agentkit.policy.stores.audit import SIGNING_KEY_ENV, env_signer
+    from agentkit.policy.stores.audit import env_signer
 
     command = "agentkit desk"
-    if args.approver is not None and name_problem(args.approver):
-        print(f"{command}: --approver: {name_problem(args.approver)}", file=sys.stderr)
-        return 2
-    token = args.token or os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(24)
-    if len(token) < 16:
-        print(f"{command}: the login token must have at least 16 characters", file=sys.stderr)
-        return 2
-    try:
-        signer = env_signer()
-    except (ValueError, ImportError) as exc:
-        print(f"{command}: ${SIGNING_KEY_ENV}: {exc}", file=sys.stderr)
-        return 2
-    try:
-        registry = load_registry(args.registry) if args.registry else None
-        runner = workspace_runner(args.workspace or DEFAULT_WORKSPACE, registry=registry,
-                                  store=chosen_store(args), create=False, task_id="desk")
-    except UnusableWorkspace as exc:
-        print(f"{command}: {refusal(args, exc)}", file=sys.stderr)
-        return 2
+    token = login_token(args)
+    signer = env_signer()
     store = runner.store
     name = getattr(store, "address", None) or getattr(store, "path", None) or repr(store)
     unknown = [tool for tool in args.four_eyes if runner.registry.get(tool) is None]

@@ -4,7 +4,9 @@ An :class:`Exercise` has ``check(answer)``, ``hint()`` and ``solution()``. ``che
 raises for a learner's answer: a placeholder (``None``, or a function that still raises
 ``NotImplementedError``) prints "Not attempted yet", anything else that goes wrong is an
 "Incorrect" with the reason. It returns True or False, so tests can use it. Every printed line
-is deterministic: no times, no addresses, no randomness.
+is deterministic: no times, no addresses, no randomness. In a notebook a verdict is displayed
+(:func:`~agentkit.lessons.notebook.say`): wrapped between words, Correct in green and
+Incorrect in red; its ``text/plain`` is the printed line.
 
 A subclass gives the texts and ``_problem(answer)``: None (or :class:`Right` with a message)
 when the answer is right, the reason when it is not, :class:`NotAttempted` for a placeholder.
@@ -16,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentkit.boundary.spec import Effect
+from agentkit.lessons.notebook import say
 
 __all__ = ["EFFECT_CHOICES", "Exercise", "NotAttempted", "Right", "call_answer", "describe_exception"]
 
@@ -55,19 +58,19 @@ class Exercise:
                 raise NotAttempted
             problem = self._problem(answer)
         except NotAttempted:
-            print(f"Not attempted yet: {self.placeholder_text}")
+            say(f"Not attempted yet: {self.placeholder_text}")
             return False
         except Exception as exc:
             problem = f"checking your answer raised {describe_exception(exc)}"
         if problem is None or isinstance(problem, Right):
-            print(f"Correct: {problem or self.correct_text}")
+            say(f"Correct: {problem or self.correct_text}")
             return True
-        print(f"Incorrect: {problem}")
+        say(f"Incorrect: {problem}")
         return False
 
     def hint(self) -> None:
         """Print a nudge towards the answer."""
-        print(f"Hint: {self.hint_text}")
+        say(f"Hint: {self.hint_text}")
 
     def solution(self) -> None:
         """Print one answer that passes ``check``, as code you could paste."""

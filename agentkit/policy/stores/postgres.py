@@ -674,7 +674,9 @@ class PostgresIdempotencyStore(OperableStore):
         while True:
             left = deadline - time.monotonic()
             try:
-                return pool.getconn(timeout=max(0.001, min(left, _REFUSAL_POLL_SECONDS)))
+                conn: psycopg.Connection[Any] = pool.getconn(
+                    timeout=max(0.001, min(left, _REFUSAL_POLL_SECONDS)))
+                return conn
             except psycopg_pool.PoolTimeout as exc:
                 reason = why_unreachable(self.address, self._dsn)
                 if refused(reason):
