@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from agentkit.boundary.context import CallContext
@@ -130,12 +131,20 @@ class IrreversibleWrites:
         (or ``outcome_unknown``), never simply run again. A store that cannot be used answers
         ``busy``: nothing ran.
         """
+        return (yield from self._operation("approve", self._approve, approval_id, call_id, approver))
+
+    def _operation(self, operation: str, body: Callable[..., Steps[dict[str, Any]]],
+                   approval_id: Any, call_id: str,
+                   approver: str | None) -> Steps[dict[str, Any]]:
+        """A person's operation on an approval (``approve``, ``deny``, ``recheck``): its
+        ``body(approval_id, call_id, started, listeners, approver)`` between the operation's
+        own ``call_started`` and ``call_ended`` events (:func:`_framed`)."""
         started = time.monotonic()
         yield PROTECT
         tool, effect = yield from self._named(approval_id)
         listeners = self.observers.begin()
-        body = self._approve(approval_id, call_id, started, listeners, approver)
-        return (yield from _framed(body, "approve", call_id, tool, effect, started, listeners))
+        steps = body(approval_id, call_id, started, listeners, approver)
+        return (yield from _framed(steps, operation, call_id, tool, effect, started, listeners))
 
     def _approve(self, approval_id: Any, call_id: str, started: float,
                  listeners: Listeners, approver: str | None = None) -> Steps[dict[str, Any]]:
@@ -169,12 +178,7 @@ class IrreversibleWrites:
              approver: str | None = None) -> Steps[dict[str, Any]]:
         """Settle a pending approval as ``forbidden``: nothing runs, now or later
         (``approver``: the person, recorded with the decision and in the audit log)."""
-        started = time.monotonic()
-        yield PROTECT
-        tool, effect = yield from self._named(approval_id)
-        listeners = self.observers.begin()
-        body = self._deny(approval_id, call_id, started, listeners, approver)
-        return (yield from _framed(body, "deny", call_id, tool, effect, started, listeners))
+        return (yield from self._operation("deny", self._deny, approval_id, call_id, approver))
 
     def _deny(self, approval_id: Any, call_id: str, started: float,
               listeners: Listeners, approver: str | None = None) -> Steps[dict[str, Any]]:
@@ -211,12 +215,7 @@ class IrreversibleWrites:
         key freed; still unknown → ``outcome_unknown``, the claim kept, stale. Nothing is
         ever run: the handler is not called. Any other approval answers what approving it
         again would. The person and what the lookup said go to the audit log."""
-        started = time.monotonic()
-        yield PROTECT
-        tool, effect = yield from self._named(approval_id)
-        listeners = self.observers.begin()
-        body = self._recheck(approval_id, call_id, started, listeners, approver)
-        return (yield from _framed(body, "recheck", call_id, tool, effect, started, listeners))
+        return (yield from self._operation("recheck", self._recheck, approval_id, call_id, approver))
 
     def _recheck(self, approval_id: Any, call_id: str, started: float, listeners: Listeners,
                  approver: str | None) -> Steps[dict[str, Any]]:
