@@ -168,6 +168,19 @@ class ToolRunner:
         cannot be read (this is a person's view, not model input)."""
         return self._sync_driver.run(self._policy.pending())
 
+    def release(self, key: str, *, who: str | None = None, note: str | None = None) -> str:
+        """A person's "I checked: it did not happen" for a write left in doubt: clear
+        ``key``'s claim, only if it is stale (its lease passed, its owner's process is gone,
+        or its attempt ended ``outcome_unknown``), so the next call may run the write again.
+        Returns what it found: ``"released"``, ``"live"`` (the claim may still be running:
+        left as it is), ``"completed"`` (nothing to release) or ``"unknown"`` (no such key).
+        The release goes to the store's audit log with ``who`` and ``note``. The checks are
+        ``python -m agentkit keys release KEY``'s. Raises ``StoreError`` when the store
+        cannot be used (a person's operation, not model input)."""
+        if not isinstance(key, str):
+            raise TypeError("key must be a str")
+        return str(self.store.release_stale(key, who=who, note=note).outcome)
+
     # ------------------------------------------------------------------ async callers
 
     def acall(

@@ -198,3 +198,17 @@ def test_an_approved_write_that_says_not_applied_asks_no_lookup(backend, driver)
     approved = driver(runner, "approve", asked["approval_id"])
     assert approved["error"] == "tool_failure" and approved["retryable"] is False
     assert ledger.lookup_calls == 0 and ledger.handler_calls == 1
+
+
+def test_a_person_releases_a_stale_claim_through_the_runner_only(backend, driver):
+    """``ToolRunner.release(key)``: a claim left in doubt (no lookup) is released, and the
+    write may run again; a completed key, an unknown key are left as they are."""
+    ledger = Ledger(raise_after=RuntimeError("could not parse the response"))
+    runner = runner_on(backend, spec_for(ledger, "reversible_write", lookup=False))
+    assert driver(runner, "call", "write", {"ref": "r1"})["error"] == "outcome_unknown"
+    key = next(iter(runner.store.entries())).key
+    assert runner.release("no-such-key") == "unknown"
+    assert runner.release(key, who="ada", note="checked the ledger") == "released"
+    assert driver(runner, "call", "write", {"ref": "r1"})["ok"] and ledger.handler_calls == 2
+    assert runner.release(key) == "completed"
+    assert ledger.handler_calls == 2
