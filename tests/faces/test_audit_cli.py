@@ -11,6 +11,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from test_approvals_cli import ask_for  # tests/ is on sys.path (pytest rootdir-relative import)
 
 from agentkit.demo.tools import outbox_lines
 from agentkit.faces import cli
@@ -19,13 +20,7 @@ MESSAGE = {"to": "Ada", "body": "hello"}
 
 
 def ask(workspace: Path, message: dict[str, str] = MESSAGE) -> str:
-    runner = cli.workspace_runner(workspace)
-    try:
-        result = runner.call("send_message", message)
-    finally:
-        runner.store.close()
-    assert result["error"] == "approval_required"
-    return str(result["approval_id"])
+    return ask_for(workspace, message)
 
 
 def one_line(text: str) -> str:

@@ -237,18 +237,24 @@ def test_without_a_task_id_the_runners_own_task_serves_one_conversation():
         face.function_tools(runner, task_id=7)
 
 
+def _asked_and_approved(runner, conversation: str) -> tuple[Agent, object]:
+    """Conversation ``conversation`` asks to pay ada; a person approves it in the run's state."""
+    agent = _ledger_agent(runner, "send_payment", PAYMENT, **BY_CONTEXT)
+    asked = asyncio.run(Runner.run(agent, "pay ada", context={"conversation": conversation},
+                                   run_config=CONFIG))
+    [item] = asked.interruptions
+    state = asked.to_state()
+    face.approve(state, item)
+    return agent, state
+
+
 def test_a_payment_approved_in_one_conversation_is_not_another_ones_receipt():
     """Before, conversation B's approved payment found A's settled approval and replayed A's
     receipt: the person approved B's payment and nobody was paid."""
     ledger = Ledger()
     runner = ledger.runner()
     for conversation, paid in [("conversation-a", 1), ("conversation-b", 2)]:
-        agent = _ledger_agent(runner, "send_payment", PAYMENT, **BY_CONTEXT)
-        asked = asyncio.run(Runner.run(agent, "pay ada", context={"conversation": conversation},
-                                       run_config=CONFIG))
-        [item] = asked.interruptions
-        state = asked.to_state()
-        face.approve(state, item)
+        agent, state = _asked_and_approved(runner, conversation)
         done = asyncio.run(Runner.run(agent, state, run_config=CONFIG))
         assert _outputs(done) == ["paid 100 cents to ada"]
         assert len(ledger.payments) == paid
@@ -265,19 +271,10 @@ def test_a_conversation_resumed_in_a_new_process_keeps_its_task(tmp_path):
     ledger = Ledger()
     path = tmp_path / "store.sqlite"
 
-    def ask(runner, conversation: str) -> tuple[Agent, object]:
-        agent = _ledger_agent(runner, "send_payment", PAYMENT, **BY_CONTEXT)
-        asked = asyncio.run(Runner.run(agent, "pay ada", context={"conversation": conversation},
-                                       run_config=CONFIG))
-        [item] = asked.interruptions
-        state = asked.to_state()
-        face.approve(state, item)
-        return agent, state
-
     first = ledger.runner(SQLiteIdempotencyStore(path))
-    agent, state = ask(first, "conversation-a")
+    agent, state = _asked_and_approved(first, "conversation-a")
     asyncio.run(Runner.run(agent, state, run_config=CONFIG))
-    _, waiting = ask(first, "conversation-b")
+    _, waiting = _asked_and_approved(first, "conversation-b")
     saved = waiting.to_json()
 
     restarted = ledger.runner(SQLiteIdempotencyStore(path))
@@ -285,7 +282,7 @@ def test_a_conversation_resumed_in_a_new_process_keeps_its_task(tmp_path):
     resumed = asyncio.run(RunState.from_json(agent, saved))
     done = asyncio.run(Runner.run(agent, resumed, run_config=CONFIG))
     assert _outputs(done) == ["paid 100 cents to ada"] and ledger.payments == ["ada", "ada"]
-    agent, again = ask(restarted, "conversation-a")
+    agent, again = _asked_and_approved(restarted, "conversation-a")
     assert _outputs(asyncio.run(Runner.run(agent, again, run_config=CONFIG))) == [
         "paid 100 cents to ada"]
     assert ledger.payments == ["ada", "ada"]
