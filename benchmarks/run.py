@@ -568,8 +568,10 @@ def durable_goals(group: Group, goals: list[Goal], rows: list[Row], args: Any) -
 
 def transactional_goals(group: Group, goals: list[Goal], rows: list[Row]) -> None:
     """Issue 40: a transactional new key against the plain INSERT + COMMIT of the same row on
-    the store's own connection. Its row and its result are one commit (not a commit for the
-    effect and another for the result), so the goal is 0.8x of the plain write."""
+    the store's own connection. Its claim, its row and its result are one commit (not a
+    commit for the claim and another for the effect and the result), so the goal is 0.8x of
+    the plain write. The row between them (the boundary alone around the same commit) says
+    how much of the gap is the boundary's own call, whatever the store does."""
     with tempfile.TemporaryDirectory(prefix="agentkit-bench-tx-") as folder:
         paths = suites.transactional_paths(folder)
         group("transactional write (SQLite)", paths, "floor:")

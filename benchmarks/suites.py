@@ -641,8 +641,12 @@ def transactional_paths(folder: str) -> list[Path]:
     the store's own connection (``store.transaction(write=True, full_sync=True)``: the
     connection, the journal mode and the durable commit a transactional handler gets); the
     kit's path is ``ToolRunner.call`` of a ``transactional=True`` tool that inserts it through
-    ``current_call().connection``, each call a new key (the claim, then the row and the result
-    in one commit). Each path has a store file of its own."""
+    ``current_call().connection``, each call a new key (its claim, the row and the result in
+    one commit). Between them, the boundary alone around the same commit: ``ToolRunner.call``
+    of a read whose handler runs the floor's transaction (a read has no key, no claim, no
+    result): what any transactional design costs here before its own bookkeeping, since the
+    handler runs on a worker thread so that its timeout holds. Each path has a store file of
+    its own."""
     from agentkit import CallContext, SQLiteIdempotencyStore, ToolRegistry, ToolRunner, ToolSpec
     from agentkit import current_call as _current_call
 
@@ -664,6 +668,19 @@ def transactional_paths(folder: str) -> list[Path]:
 
         return call
 
+    def boundary_only() -> Callable[[], Any]:
+        plain = store("boundary")
+
+        def add_row(ref: str) -> dict[str, Any]:
+            with plain.transaction(write=True, full_sync=True) as tx:
+                tx.connection.execute(insert, (ref, "x"))
+            return {"ref": ref}
+
+        spec = ToolSpec("add_row", "Add a row.", "read", 10.0, 1, 500, add_row)
+        runner = ToolRunner(ToolRegistry([spec]), context=CallContext(task_id="bench"))
+        keys = _Keys("boundary")
+        return lambda: runner.call("add_row", {"ref": keys.next()})
+
     def transactional() -> Callable[[], Any]:
         def add_row(ref: str) -> dict[str, Any]:
             call = _current_call()
@@ -680,6 +697,8 @@ def transactional_paths(folder: str) -> list[Path]:
 
     return [
         build("floor: plain INSERT + COMMIT of the row, on the store's connection", floor),
+        build("boundary only: ToolRunner.call of a read whose handler runs that INSERT + COMMIT",
+              boundary_only, check=_ok),
         build("agentkit: ToolRunner.call, transactional write, new key", transactional,
               check=_ok),
     ]

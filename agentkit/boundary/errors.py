@@ -114,6 +114,19 @@ class NotApplied(Exception):
     """
 
 
+class NotStarted(Exception):
+    """Raised by a wrapper the kit itself puts around a handler, before the handler starts,
+    to say "nothing ran": a transactional write's transaction found its key settled by
+    another call meanwhile, or could not begin (docs/design.md#transactional-writes). The
+    boundary answers ``busy`` and logs one INFO line, with no traceback; the policy that
+    raised it reads its own answer from it (:attr:`answer`). Not for handlers: a handler
+    that did not act raises :class:`NotApplied`."""
+
+    def __init__(self, message: str, answer: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.answer = answer
+
+
 def message_of(exc: InvalidInput) -> str:
     """An :class:`InvalidInput`'s message, also for a subclass that skipped
     ``super().__init__`` (then ``str(exc)``); "" when even that fails."""

@@ -25,6 +25,7 @@ from agentkit.boundary.context import CallContext
 from agentkit.boundary.errors import (
     ErrorCode,
     InvalidInput,
+    NotStarted,
     classify_exception,
     failure,
     handler_failure,
@@ -325,6 +326,9 @@ def conclude(entry: RegisteredTool, attempt: Attempt, status: str, call_id: str)
                 call_id, spec.name,
             )
             return failure(ErrorCode.OUTCOME_UNKNOWN, retryable=spec.effect is Effect.READ)
+        if isinstance(attempt.error, NotStarted):  # the kit's own wrapper: nothing ran
+            log.info("%s %s: not started: %s", call_id, spec.name, attempt.error)
+            return failure(ErrorCode.BUSY)
         if isinstance(attempt.error, InvalidInput):
             # The model's mistake, not the tool's: said like the schema's own refusal, at
             # INFO and without a traceback. The detail logged is what the model reads:

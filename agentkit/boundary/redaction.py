@@ -238,7 +238,7 @@ def _name_value_spans(text: str, lowered: str) -> list[_Cut]:
             short = pair.group(7 if colon else 8)
             if short is None or opening is not None or short[:2].lower() in _SCHEME_HEADS:
                 scan.line_end = -1
-                span = scan.value(value_start, False, colon)
+                span = scan.value(value_start, False, colon, _names_a_header(lowered, pair))
                 line_end = scan.line_end
             else:  # a short bare word, or a short line's rest: no scan needed
                 end = value_start + len(short.rstrip(" \t") if colon else short)
@@ -247,7 +247,7 @@ def _name_value_spans(text: str, lowered: str) -> list[_Cut]:
                     line_end = value_start + len(short)
         else:
             json_form = close[-1] == '"' and text[max(0, start - len(close)):start] == close
-            span = scan.value(value_start, json_form, False)
+            span = scan.value(value_start, json_form, False, _names_a_header(lowered, pair))
         if span is None:
             continue
         span_start, span_end = span[0], span[1]
@@ -290,6 +290,12 @@ def _quote_level(text: str, index: int) -> int | None:
     return None
 
 
+
+def _names_a_header(lowered: str, pair: re.Match[str]) -> bool:
+    """Whether the secret's name matched by ``pair`` is an ``Authorization`` header's
+    (``Authorization``, ``Proxy-Authorization``): its value opens with a scheme word."""
+    return "authorization" in lowered[pair.start("name"):pair.end("name")]
+
 class _ValueScan:
     """Finds where each value ends, remembering what it measured so that values that share
     text (``token=[token=[…``, ``token: token: …`` on one line) are not read again: every
@@ -314,8 +320,11 @@ class _ValueScan:
         self.extender = (-1, -1)  # (searched from, the first _EXTENDS found there or limit)
         self.tail = (-1, False)  # (a line value's stop, whether plain_before says so)
 
-    def value(self, start: int, json_form: bool, colon: bool) -> _Cut | None:
-        """The span of the value that starts at ``start``, in whichever form it is written."""
+    def value(self, start: int, json_form: bool, colon: bool, header: bool = False) -> _Cut | None:
+        """The span of the value that starts at ``start``, in whichever form it is written.
+        ``header``: the name is an ``Authorization`` header's, whose scheme word ("Basic",
+        "Bearer") is shown and not read as part of the credential; after any other name
+        the whole value is the secret, whatever its first word."""
         text = self.text
         if start >= self.limit:
             return None
@@ -340,10 +349,9 @@ class _ValueScan:
             content = start + 1
             return _content(text, content, self.single_quoted_end(content))
         head = text[start:start + 2].lower()
-        scheme = _SCHEME.match(text, start) if head in _SCHEME_HEADS else None
+        scheme = _SCHEME.match(text, start) if header and head in _SCHEME_HEADS else None
         if scheme is not None:  # "Authorization: Basic …": the credential, not the scheme word
             start = scheme.end()
-            colon = False
         if colon:
             end = self.colon_end(start)
             self.line_end = self.colon[1]

@@ -26,6 +26,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -33,7 +34,7 @@ from typing import Any
 from agentkit.boundary.attempt import Attempt
 from agentkit.boundary.canonical import canonical_json, intent_json
 from agentkit.boundary.context import CallContext
-from agentkit.boundary.errors import ErrorCode, InvalidInput, NotApplied, failure
+from agentkit.boundary.errors import ErrorCode, InvalidInput, NotApplied, NotStarted, failure
 from agentkit.boundary.invoke import conclude, renderer
 from agentkit.boundary.registry import RegisteredTool, ToolRegistry
 from agentkit.boundary.spec import Effect, with_handler
@@ -44,7 +45,7 @@ from agentkit.policy.calls import Call, one_attempt
 from agentkit.policy.effects import PROTECT, AskLookup, Pause, Steps, StoreStep, WhenDone
 from agentkit.policy.once import once
 from agentkit.policy.results import finish, outcome
-from agentkit.policy.stores.algorithm import Claim, Result, StoreError, let_go
+from agentkit.policy.stores.algorithm import Claim, ClaimLost, Result, StoreError, let_go
 
 __all__ = ["Writes", "in_doubt", "refuse_transactional"]
 
@@ -120,6 +121,14 @@ class Writes:
             result, attempt = yield from one_attempt(call, self.budget)
             if attempt is None or result["ok"]:
                 return result
+            if isinstance(attempt.error, NotStarted):
+                # A transactional write's transaction ran nothing: the key was settled by
+                # another call meanwhile (its answer: a replay, or in progress), or it could
+                # not begin (busy, below). No attempt of this call's, nor its budget unit.
+                call.attempts -= 1
+                self.budget.refund(spec.effect)
+                if isinstance(attempt.error, ClaimLost):
+                    return attempt.error.answer
             code = result["error"]
             if code == ErrorCode.BUSY.value:  # nothing ran: safe to try again
                 if number < max_attempts:
@@ -255,17 +264,25 @@ class Writes:
 
     def _in_transaction(self, call: Call, mine: Claim) -> RegisteredTool:
         """The call's tool with its handler run inside the store's effect transaction
-        (docs/design.md#transactional-writes): under the key's lock, only while this call
-        still holds the claim; ``current_call().connection`` is the transaction's
-        connection; the handler's value, rendered as the model will see it, completes the
-        key in the same transaction, so the effect and the result commit as one. A handler
-        that raises rolls its effect back."""
+        (docs/design.md#transactional-writes): under the key's lock, only while the key's
+        claim is this call's or the key is free (then the claim is written in it: on SQLite
+        a new key's claim is never committed before); ``current_call().connection`` is the
+        transaction's connection; the handler's value, rendered as the model will see it,
+        completes the key in the same transaction, so the claim, the effect and the result
+        commit as one. A handler that raises rolls its effect back. A key settled by another
+        call meanwhile, or a transaction that cannot begin, runs nothing
+        (:class:`~agentkit.boundary.errors.NotStarted`)."""
         entry, store, key = call.entry, self.store, call.key
         handler = entry.spec.handler
         render = renderer(self.registry, entry.spec, call.call_id)
 
         def in_transaction(**arguments: Any) -> Any:
-            with store.effect_transaction(key, mine.token) as tx:
+            with ExitStack() as stack:
+                try:
+                    tx = stack.enter_context(store.effect_transaction(key, mine))
+                except StoreError as exc:  # it could not begin (a lock held too long)
+                    raise NotStarted(f"the key's transaction could not begin: {exc}",
+                                     failure(ErrorCode.BUSY)) from exc
                 call.connection = tx.connection
                 try:
                     value = handler(**arguments)

@@ -190,7 +190,8 @@ def test_a_secret_in_hostile_text_never_shows(case, limit):
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("token: Bearer abc.def ghi", f"token: Bearer {REDACTED} ghi"),
+    ("token: Bearer abc.def ghi", f"token: {REDACTED}"),  # a scheme only after Authorization
+    ("Authorization: Bearer abc.def ghi", f"Authorization: Bearer {REDACTED}"),
     ("password=basic", f"password={REDACTED}"),
     ("api_key= [1, 2] x", f"api_key= {REDACTED} x"),
     ("pwd: 'a b' c", f"pwd: '{REDACTED}' c"),

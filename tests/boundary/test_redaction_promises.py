@@ -304,3 +304,28 @@ def test_json_escaped_pairs_inside_rendered_json_keep_the_structure():
         "usage": {"total_tokens": 523},
     }
     assert result["redactions"] == 4
+
+
+@pytest.mark.parametrize("scheme", ["Basic", "BEARER", "token", "Digest", "negotiate", "ApiKey"])
+@pytest.mark.parametrize("name", ["DB_PASSWORD", "token", "client_secret", "x-api-key", "passwd"])
+@pytest.mark.parametrize("sep", [": ", "=", " = ", "': "])
+def test_a_secret_whose_first_word_is_a_scheme_is_hidden_whole(scheme, name, sep):
+    """Only an ``Authorization`` header's value opens with a scheme word that is not secret;
+    after any other secret's name the first word is the secret's too, and so is the rest of
+    its line after ``:`` (a password may be "basic horse 123")."""
+    value = f"{scheme} horse123 battery9"
+    head = f"'{name}': " if sep == "': " else f"{name}{sep}"
+    data = shown(head + value, 500)["data"]
+    if sep == ": ":  # a line's rest: the whole of it
+        assert data == f"{head}[REDACTED]"
+    else:  # a bare word: the first, which is the scheme's word
+        assert data.startswith(f"{head}[REDACTED]")
+        assert scheme not in data[len(head):]
+
+
+@pytest.mark.parametrize("name", ["Authorization", "authorization", "Proxy-Authorization"])
+@pytest.mark.parametrize("sep", [": ", "="])
+def test_an_authorization_header_shows_its_scheme_and_hides_its_credential(name, sep):
+    data = shown(f"{name}{sep}Basic dXNlcjpwYXNzd29yZDEy more", 500)["data"]
+    assert data.startswith(f"{name}{sep}Basic [REDACTED]")
+    assert "dXNlcjpw" not in data

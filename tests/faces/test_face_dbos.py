@@ -9,6 +9,7 @@ ledger file: the engine alone writes twice, through ``DurableTools`` once.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -268,7 +269,8 @@ def test_a_contradicting_decision_is_refused_while_no_worker_runs(crashed_and_re
     """approve, then deny, then approve again, while the worker is down: the deny is refused
     (1, naming the first decision), the same decision again is sent again (DBOS keeps one
     message per approval), and the workflow pays once when recovered."""
-    approval = crashed_and_recovered["pending"][0]["approval_id"]
+    pending = {record["task_id"]: record for record in crashed_and_recovered["pending"]}
+    approval = pending["kit-approval"]["approval_id"]
     (first, *_), (contradicted, line), (again, _) = crashed_and_recovered["decided"]["kit-approval"]
     assert first == 0 and contradicted == 1 and again == 0
     assert line.startswith(f"{approval}: already approved at ") and "contradict" in line
@@ -731,6 +733,9 @@ def test_the_cli_refuses_bad_dbos_input_in_one_line(dbos_app, tmp_path, capsys, 
 # workflow; a workflow that ended leaves none pending; only settled answers are checkpointed.
 
 ENDING_DIR = Path(tempfile.mkdtemp(prefix="agentkit-dbos-ending-"))
+# (made at import, as DBOS registers workflows then: every process that imports this module
+# makes one, also an xdist worker that runs none of these tests; each removes its own)
+atexit.register(shutil.rmtree, ENDING_DIR, True)
 
 
 def _ending_payment(to: str, cents: int) -> str:

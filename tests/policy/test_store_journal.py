@@ -465,11 +465,11 @@ def test_on_an_affected_sqlite_a_new_connection_refuses_a_file_put_back_in_wal(
             conn.close()
 
 
-def test_a_transactional_write_flushes_once_its_effect_and_result_together(tmp_path: Path) -> None:
-    """A transactional write's claim needs no flush of its own: its effect commits with its
-    result, so a claim a power cut forgot leaves nothing behind
-    (docs/design.md#transactional-writes). The claim's INSERT runs at NORMAL, and the one
-    commit at FULL holds the handler's INSERT and the key's result."""
+def test_a_transactional_write_is_one_commit_its_claim_effect_and_result(tmp_path: Path) -> None:
+    """A transactional write's new key is one commit (docs/design.md#transactional-writes):
+    the key is read, and its claim is written in the effect's own ``BEGIN IMMEDIATE``
+    transaction with the handler's INSERT and the key's result, committed once at FULL. No
+    statement writes before it, and nothing commits after it."""
     from agentkit import CallContext, ToolRegistry, ToolRunner, ToolSpec, current_call
 
     def note(ref: str) -> str:
@@ -490,10 +490,12 @@ def test_a_transactional_write_flushes_once_its_effect_and_result_together(tmp_p
         spec = ToolSpec("note", "Note.", "reversible_write", 5.0, 1, 100, note, transactional=True)
         runner = ToolRunner(ToolRegistry([spec]), store=store, context=CallContext(task_id="t"))
         assert runner.call("note", {"ref": "r1"})["ok"]
-    steps = [step for step in seen if step[0] != "SELECT"]
-    assert steps[0] == ("INSERT", 1)  # the claim, at NORMAL
-    assert ("handler", -1) in steps
-    full = [step for step in steps if step[1] == 2]
-    assert full[0][0] == "BEGIN" and ("COMMIT", 2) in full
-    after = steps[steps.index(("handler", -1)):]
-    assert ("UPDATE", 2) in after and after[-1] == ("COMMIT", 2)  # the result, in that commit
+        assert runner.call("note", {"ref": "r1"})["replayed"]  # a read, nothing written
+        with store.transaction(write=False) as tx:
+            assert tx.connection.execute("SELECT count(*) FROM notes").fetchone() == (1,)
+    writes = [step for step in seen if step[0] != "SELECT"]
+    assert writes == [("BEGIN", 2), ("INSERT", 2), ("INSERT", 2), ("handler", -1),
+                      ("UPDATE", 2), ("COMMIT", 2)]  # the claim, the effect, the result: one commit
+    assert seen[0] == ("SELECT", 2)  # the key's read, on the effect transaction's connection
+
+

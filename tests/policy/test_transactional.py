@@ -213,6 +213,120 @@ def _until_replayed(runner: ToolRunner) -> dict[str, Any]:
     raise AssertionError("the late attempt never committed")
 
 
+# ------------------------------------------------------------------ two callers of one key
+
+
+def _store_of(runner: ToolRunner) -> Any:
+    return runner.store
+
+
+def test_a_second_caller_meanwhile_runs_nothing_and_hears_what_the_key_holds(backend) -> None:
+    """Two callers of one key at once: the second runs nothing and replays the first's
+    result, with no attempt (nor budget unit) of its own. On SQLite a new key's claim is
+    written in the effect's own transaction: the second caller reads a free key, waits for
+    the database's write lock inside its attempt, then finds the key completed there. On
+    PostgreSQL the claim was committed first: the second caller's claim waits for the key's
+    lock, which the first's transaction holds, then finds the result."""
+    started, release = threading.Event(), threading.Event()
+    inner = Insert(backend)
+
+    def first_waits(ref: str, note: str) -> dict[str, Any]:
+        value = inner(ref, note)
+        if inner.calls == 1:
+            started.set()
+            assert release.wait(WAIT)
+        return value
+
+    runner = runner_for(backend, first_waits)
+    store = _store_of(runner)
+    entered = threading.Event()
+    effect_transaction = store.effect_transaction
+
+    def seen_entering(key: str, mine: Any) -> Any:
+        if started.is_set():
+            entered.set()  # the second caller's attempt, before it waits for the lock
+        return effect_transaction(key, mine)
+
+    store.effect_transaction = seen_entering
+    answers: dict[str, dict[str, Any]] = {}
+    first = threading.Thread(target=lambda: answers.update(
+        first=runner.call("insert_effect", dict(ARGS))))
+    first.start()
+    assert started.wait(WAIT)
+    second = threading.Thread(target=lambda: answers.update(
+        second=runner.call("insert_effect", dict(ARGS))))
+    second.start()
+    if backend.kind == "sqlite":
+        assert entered.wait(WAIT)  # its read found the key free; it waits for the lock
+    release.set()
+    second.join(WAIT)
+    first.join(WAIT)
+    assert answers["first"]["ok"] and not answers["first"]["replayed"]
+    assert answers["second"] == {**answers["first"], "attempts": 0, "replayed": True}
+    assert inner.calls == 1 and len(rows(backend)) == 1
+    if backend.kind == "postgres":
+        assert not entered.is_set()  # it never reached a transaction of its own
+
+
+def test_a_transaction_that_cannot_begin_runs_nothing_and_is_busy(tmp_path: Path) -> None:
+    """SQLite: another connection holds the database's write lock past ``busy_timeout``. The
+    key's read works, its transaction cannot begin: ``busy`` after each attempt (retryable),
+    the handler never called, no attempt counted; once the lock is free the write runs."""
+    sql_backend = Backend("sqlite", tmp_path)
+    sql_backend(claim_ttl_seconds=60).close()
+    sql_backend.sql(EFFECTS)
+    handler = Insert(sql_backend)
+    spec = ToolSpec("insert_effect", "Insert one row.", "reversible_write", WAIT, 2, 500,
+                    handler, transactional=True)
+    runner = ToolRunner(ToolRegistry([spec]), store=sql_backend(60, busy_timeout_seconds=0),
+                        context=CallContext(task_id="conv-tx"), sleep=lambda _s: None)
+    import apsw
+
+    holder = apsw.Connection(str(sql_backend.path))
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        busy = runner.call("insert_effect", dict(ARGS))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert busy == {"ok": False, "error": "busy", "retryable": True, "attempts": 0,
+                    "replayed": False}
+    assert handler.calls == 0 and rows(sql_backend) == []
+    done = runner.call("insert_effect", dict(ARGS))
+    assert done["ok"] and done["attempts"] == 1 and handler.calls == 1
+    assert len(rows(sql_backend)) == 1
+
+
+def test_a_cancelled_caller_leaves_the_transaction_to_commit_once(backend) -> None:
+    """``acall`` cancelled while its handler runs inside the transaction: the attempt goes
+    on on its worker and commits its effect with its result; the next caller replays it."""
+    import asyncio
+
+    started, release = threading.Event(), threading.Event()
+    inner = Insert(backend)
+
+    def waits(ref: str, note: str) -> dict[str, Any]:
+        value = inner(ref, note)
+        started.set()
+        assert release.wait(WAIT)
+        return value
+
+    runner = runner_for(backend, waits)
+
+    async def cancel_midway() -> None:
+        task = asyncio.ensure_future(runner.acall("insert_effect", dict(ARGS)))
+        await asyncio.get_running_loop().run_in_executor(None, started.wait, WAIT)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_midway())
+    release.set()
+    replay = _until_replayed(runner)
+    assert replay["ok"] and replay["attempts"] == 0
+    assert inner.calls == 1 and len(rows(backend)) == 1
+
+
 # ------------------------------------------------------------------ a worker killed at each point
 
 

@@ -67,7 +67,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentkit.boundary.canonical import canonical_json
-from agentkit.boundary.errors import ErrorCode, failure
+from agentkit.boundary.errors import ErrorCode, NotStarted, failure
 from agentkit.policy.stores.audit import AUDIT_LOCK, GENESIS, Signer, env_signer, seal
 from agentkit.policy.stores.owner import this_host, this_process
 
@@ -90,18 +90,30 @@ class StoreError(Exception):
     or its address without a password) and the reason."""
 
 
-class ClaimLost(Exception):
-    """The claim a transactional handler was to run under is no longer its caller's (taken
-    over, released or completed meanwhile): nothing ran."""
+class ClaimLost(NotStarted):
+    """The key a transactional handler was to run under is not its call's to run any more
+    (completed, or claimed by another call, meanwhile): nothing ran. :attr:`answer` is what
+    the key says to this call: its replay (or ``idempotency_conflict``), or ``in_progress``."""
 
 
-def check_claim(tx: Transaction, key: str, token: str) -> None:
-    """Inside an effect transaction, holding the key's lock: raise :class:`ClaimLost` unless
-    the key's claim has ``token``."""
+def check_claim(tx: Transaction, key: str, mine: Claim) -> None:
+    """Inside an effect transaction, holding the key's lock: go on when the key's claim is
+    ``mine``, or when the key is free (then ``mine`` is written here, in the effect's own
+    transaction: a transactional write's claim that was not committed before it,
+    docs/design.md#transactional-writes); else raise :class:`ClaimLost` with what the key
+    says."""
     tx.lock(key)
-    claim = tx.claim(key)
-    if claim is None or claim.token != token:
-        raise ClaimLost(f"the claim on key {key!r} is no longer this call's: nothing ran")
+    stored = tx.result(key)
+    if stored is None:
+        claim = tx.claim(key)
+        if claim is None and tx.insert_claim(key, mine):
+            return
+        if claim is not None and claim.token == mine.token:
+            return
+        answer = failure(ErrorCode.IN_PROGRESS)
+    else:
+        answer = StoreBase._replay(stored, mine.fingerprint)
+    raise ClaimLost(f"the key {key!r} is not this call's to run any more: nothing ran", answer)
 
 
 class RunOnce(Protocol):
@@ -283,11 +295,12 @@ class StoreBase:
         raise NotImplementedError
 
     @contextmanager
-    def effect_transaction(self, key: str, token: str) -> Iterator[Transaction]:
+    def effect_transaction(self, key: str, mine: Claim) -> Iterator[Transaction]:
         """One write transaction, durable at its commit, for a handler's effect and the key's
         result together (docs/design.md#transactional-writes): it holds the key's lock from
-        its start and raises :class:`ClaimLost` unless the key's claim still has ``token``,
-        so a claim taken over (or a key completed) meanwhile runs nothing. The caller runs
+        its start and raises :class:`ClaimLost` unless the key's claim is ``mine`` or the
+        key is free (then ``mine`` is written in it: :func:`check_claim`), so a key
+        completed or claimed by another call meanwhile runs nothing. The caller runs
         the handler with ``tx.connection``, then ``tx.complete(...)``; the commit is the
         context's exit, a rollback its exception. A store that cannot (the memory store)
         raises ``TypeError``."""
@@ -349,7 +362,9 @@ class StoreBase:
 
         ``flush=False``: the claim needs no flush of its own (a transactional write, whose
         effect commits with its result: a claim a power cut forgot leaves nothing behind);
-        a store whose claims cost a flush may commit it at its results' level."""
+        a store whose claims cost a flush may commit it at its results' level, and a store
+        whose effect transaction serialises its writers anyway (SQLite) may leave a free
+        key's claim unwritten: :meth:`effect_transaction` writes it, in the one commit."""
         if self.read_before_claim:
             with self.transaction(write=False) as tx:  # a replay takes no write lock
                 stored = tx.result(key)

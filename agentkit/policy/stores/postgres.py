@@ -780,7 +780,7 @@ class PostgresIdempotencyStore(OperableStore):
     holds_effects = True
 
     @contextmanager
-    def effect_transaction(self, key: str, token: str) -> Iterator[PostgresTransaction]:
+    def effect_transaction(self, key: str, mine: Claim) -> Iterator[PostgresTransaction]:
         """One transaction, not pipelined (the handler's statements are answered as they
         run), committed with the WAL flush, under the key's advisory lock: a transactional
         handler's effect and the key's result (see
@@ -791,7 +791,7 @@ class PostgresIdempotencyStore(OperableStore):
             conn.execute("BEGIN")
             tx = PostgresTransaction(conn, None)
             try:
-                check_claim(tx, key, token)
+                check_claim(tx, key, mine)
                 yield tx
             except BaseException:
                 with contextlib.suppress(psycopg.Error):
@@ -807,9 +807,11 @@ class PostgresIdempotencyStore(OperableStore):
     ) -> Result | tuple[str, Claim]:
         """One statement: the claim's INSERT (unless the key has a row) and a read of the
         row; a key claimed already takes the careful path (one transaction under the key's
-        advisory lock)."""
+        advisory lock). With ``flush=False`` (a transactional write's claim) it commits
+        without waiting for the WAL flush: the effect's flushed commit, later in the same
+        log, carries it, and a claim a crash forgot left nothing behind."""
         mine = self.new_claim(fingerprint, 0.0, ttl)
-        with self._connection() as conn:
+        with self._connection(flush) as conn:
             row = conn.execute(_CLAIM, (key, *_claim_row(mine)[:-1], ttl, key)).fetchone()
         decided = self._claimed(row, mine, fingerprint)
         if decided is not None:

@@ -767,12 +767,13 @@ class SQLiteIdempotencyStore(OperableStore):
     holds_effects = True
 
     @contextmanager
-    def effect_transaction(self, key: str, token: str) -> Iterator[SQLiteTransaction]:
+    def effect_transaction(self, key: str, mine: Claim) -> Iterator[SQLiteTransaction]:
         """One ``BEGIN IMMEDIATE`` transaction committed at the claims' level (durable), for
         a transactional handler's effect and the key's result (see
-        :meth:`~agentkit.policy.stores.algorithm.StoreBase.effect_transaction`)."""
+        :meth:`~agentkit.policy.stores.algorithm.StoreBase.effect_transaction`): a free
+        key's claim is written in it, so a new key is this one commit."""
         with self.transaction(write=True, full_sync=True) as tx:
-            check_claim(tx, key, token)
+            check_claim(tx, key, mine)
             yield tx
 
     # ---- the steps: a new key is one INSERT, its completion one UPDATE
@@ -792,9 +793,11 @@ class SQLiteIdempotencyStore(OperableStore):
 
         Every claim commits at the claims' level (``synchronous=FULL``), ``full_sync`` or
         not: a claim a power cut forgot would let its write run again. Except with
-        ``flush=False`` (a transactional write's claim, whose effect commits with its result:
-        a forgotten claim leaves nothing behind), at the results' level."""
+        ``flush=False`` (a transactional write's claim, whose effect commits with its
+        result): :meth:`_claim_for_effect`."""
         self._same_file()
+        if not flush:
+            return self._claim_for_effect(key, fingerprint, ttl, may_take_over, full_sync)
         now = self.clock()
         mine = self.new_claim(fingerprint, now, ttl)
         conn = self._checkout(flush)  # (no context manager: this is the hot path)
@@ -812,6 +815,31 @@ class SQLiteIdempotencyStore(OperableStore):
             return self._replay(stored, fingerprint)
         self._checkin(conn, healthy=True, full_sync=flush)
         if row is not None and row[0] is not None:
+            return self._replay((row[1], row[0]), fingerprint)
+        return self.claim_carefully(key, fingerprint, ttl, may_take_over, full_sync)
+
+    def _claim_for_effect(
+        self, key: str, fingerprint: str | None, ttl: float, may_take_over: bool,
+        full_sync: bool,
+    ) -> Result | tuple[str, Claim]:
+        """A transactional write's claim: one read, no write. A free key's claim is not
+        committed here but written by :meth:`effect_transaction`, in the commit of the
+        effect and the result (``BEGIN IMMEDIATE`` serialises every writer of the file
+        anyway, so a claim of its own would hold nothing off that the transaction does not;
+        a call that finds the key settled there runs nothing and answers what it holds). A
+        completed key replays; one claimed already (a stale claim to take over, a live one)
+        takes the careful path. The read is on the effect transaction's pool, whose
+        connection then finds its pages as it left them."""
+        now = self.clock()
+        conn = self._checkout(True)
+        try:
+            row = conn.execute(_ENTRY, (key,)).fetchone()
+        except apsw.Error as exc:
+            self._failed(conn, exc, True)
+        self._checkin(conn, healthy=True, full_sync=True)
+        if row is None:
+            return (CLAIMED, self.new_claim(fingerprint, now, ttl))
+        if row[0] is not None:
             return self._replay((row[1], row[0]), fingerprint)
         return self.claim_carefully(key, fingerprint, ttl, may_take_over, full_sync)
 
