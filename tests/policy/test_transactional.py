@@ -79,6 +79,23 @@ class Lookup:
         self.calls += 1
 
 
+class Held(Insert):
+    """A transactional handler that inserts its row, says so (``started``), then waits for
+    ``release`` before it returns; with ``first_only`` only its first call waits."""
+
+    def __init__(self, backend: Backend, *, first_only: bool = False) -> None:
+        super().__init__(backend)
+        self.started, self.release = threading.Event(), threading.Event()
+        self.first_only = first_only
+
+    def __call__(self, ref: str, note: str) -> dict[str, Any]:
+        value = super().__call__(ref, note)
+        if not self.first_only or self.calls == 1:
+            self.started.set()
+            assert self.release.wait(WAIT)
+        return value
+
+
 def runner_for(backend: Backend, handler: Callable[..., Any], effect: str = "reversible_write",
                lookup: Lookup | None = None, timeout: float = WAIT) -> ToolRunner:
     spec = ToolSpec("insert_effect", "Insert one row.", effect, timeout,
@@ -180,16 +197,9 @@ def test_an_approved_irreversible_write_commits_with_its_result(backend, driver)
 
 
 def test_a_handler_past_its_timeout_commits_when_it_returns(backend) -> None:
-    started, release = threading.Event(), threading.Event()
-    inner = Insert(backend)
-
-    def slow(ref: str, note: str) -> dict[str, Any]:
-        value = inner(ref, note)
-        started.set()
-        assert release.wait(WAIT)
-        return value
-
-    runner = runner_for(backend, slow, timeout=0.2)
+    inner = Held(backend)
+    started, release = inner.started, inner.release
+    runner = runner_for(backend, inner, timeout=0.2)
     late = runner.call("insert_effect", dict(ARGS))
     assert late["error"] == "outcome_unknown" and late["retryable"] is False
     assert started.is_set()
@@ -227,17 +237,9 @@ def test_a_second_caller_meanwhile_runs_nothing_and_hears_what_the_key_holds(bac
     the database's write lock inside its attempt, then finds the key completed there. On
     PostgreSQL the claim was committed first: the second caller's claim waits for the key's
     lock, which the first's transaction holds, then finds the result."""
-    started, release = threading.Event(), threading.Event()
-    inner = Insert(backend)
-
-    def first_waits(ref: str, note: str) -> dict[str, Any]:
-        value = inner(ref, note)
-        if inner.calls == 1:
-            started.set()
-            assert release.wait(WAIT)
-        return value
-
-    runner = runner_for(backend, first_waits)
+    inner = Held(backend, first_only=True)
+    started, release = inner.started, inner.release
+    runner = runner_for(backend, inner)
     store = _store_of(runner)
     entered = threading.Event()
     effect_transaction = store.effect_transaction
@@ -302,16 +304,9 @@ def test_a_cancelled_caller_leaves_the_transaction_to_commit_once(backend) -> No
     on on its worker and commits its effect with its result; the next caller replays it."""
     import asyncio
 
-    started, release = threading.Event(), threading.Event()
-    inner = Insert(backend)
-
-    def waits(ref: str, note: str) -> dict[str, Any]:
-        value = inner(ref, note)
-        started.set()
-        assert release.wait(WAIT)
-        return value
-
-    runner = runner_for(backend, waits)
+    inner = Held(backend)
+    started, release = inner.started, inner.release
+    runner = runner_for(backend, inner)
 
     async def cancel_midway() -> None:
         task = asyncio.ensure_future(runner.acall("insert_effect", dict(ARGS)))
