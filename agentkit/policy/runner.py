@@ -199,7 +199,7 @@ class ToolRunner:
         between the host's ``await`` and the driver's loop: it is awaited, made a task,
         gathered and cancelled as any coroutine, and nothing runs until it is awaited (only
         the call id is taken when it is made).
-        (So, as with ``aapprove`` and ``adeny``, ``inspect.iscoroutinefunction`` says False
+        (So, as with ``aapprove``, ``adeny`` and ``arecheck``, ``inspect.iscoroutinefunction`` says False
         for it; ``inspect.iscoroutine`` says True for what it returns.)
         """
         call_id = call_id if isinstance(call_id, str) and call_id else new_call_id()
@@ -218,6 +218,14 @@ class ToolRunner:
         """:meth:`deny` for async hosts (see :meth:`acall`)."""
         return self._async_driver.drive(
             self._policy.deny(approval_id, _named(call_id), _person(approver)))
+
+    def arecheck(
+        self, approval_id: Any, *, call_id: str | None = None, approver: str | None = None
+    ) -> Coroutine[Any, Any, dict[str, Any]]:
+        """:meth:`recheck` for async hosts (see :meth:`acall`): a coroutine status lookup is
+        awaited on this loop, a sync one runs on a worker thread."""
+        return self._async_driver.drive(
+            self._policy.recheck(approval_id, _named(call_id), _person(approver)))
 
 
 def _person(approver: Any) -> str | None:

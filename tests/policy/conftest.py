@@ -35,11 +35,12 @@ def sql_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Back
 @pytest.fixture(params=["sync", "async"])
 def driver(request: pytest.FixtureRequest) -> Drive:
     """A runner's operation by either driver: the sync method, or its async twin
-    (``acall``, ``aapprove``, ``adeny``) run to completion on a fresh loop."""
+    (``acall``, ``aapprove``, ``adeny``, ``arecheck``) run to completion on a fresh loop."""
 
-    def drive(runner: ToolRunner, operation: str, *args: Any) -> dict[str, Any]:
+    def drive(runner: ToolRunner, operation: str, *args: Any, **options: Any) -> dict[str, Any]:
         if request.param == "sync":
-            return getattr(runner, operation)(*args)  # type: ignore[no-any-return]
-        return asyncio.run(getattr(runner, "a" + operation)(*args))  # type: ignore[no-any-return]
+            return getattr(runner, operation)(*args, **options)  # type: ignore[no-any-return]
+        return asyncio.run(  # type: ignore[no-any-return]
+            getattr(runner, "a" + operation)(*args, **options))
 
     return drive

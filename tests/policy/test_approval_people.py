@@ -5,7 +5,6 @@ store and both drivers, with the handler's real runs counted."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 from typing import Any
@@ -52,25 +51,13 @@ def audit(store: Any) -> list[tuple[str, Any]]:
     return [(e["action"], e["who"]) for e in map(json.loads, store.audit_entries())]
 
 
-def decide(runner: ToolRunner, driver: str, action: str, approval_id: str,
-           approver: str | None) -> dict[str, Any]:
-    if driver == "sync":
-        return getattr(runner, action)(approval_id, approver=approver)  # type: ignore[no-any-return]
-    return asyncio.run(getattr(runner, "a" + action)(approval_id, approver=approver))  # type: ignore[no-any-return]
-
-
-@pytest.fixture(params=["sync", "async"])
-def driver(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-def test_the_person_is_kept_with_the_decision(backend: Backend, driver: str) -> None:
+def test_the_person_is_kept_with_the_decision(backend: Backend, driver) -> None:
     bank = Bank()
     runner = ToolRunner(bank.registry(), store=backend())
     paid_id = runner.call("pay", {"to": "ana", "cents": 5})["approval_id"]
     denied_id = runner.call("pay", {"to": "bob", "cents": 6})["approval_id"]
-    assert decide(runner, driver, "approve", paid_id, "alice")["ok"] is True
-    assert decide(runner, driver, "deny", denied_id, "bert")["error"] == "forbidden"
+    assert driver(runner, "approve", paid_id, approver="alice")["ok"] is True
+    assert driver(runner, "deny", denied_id, approver="bert")["error"] == "forbidden"
     assert runner.approvals.get(paid_id)["decided_by"] == "alice"
     assert runner.approvals.get(denied_id)["decided_by"] == "bert"
     assert audit(runner.store) == [("approve", "alice"), ("deny", "bert")]
@@ -96,21 +83,21 @@ def test_a_name_that_could_mislead_is_refused_before_anything(name: Any) -> None
     assert runner.approvals.get(approval_id)["state"] == "pending" and bank.paid == []
 
 
-def test_four_eyes_needs_two_different_people(backend: Backend, driver: str) -> None:
+def test_four_eyes_needs_two_different_people(backend: Backend, driver) -> None:
     bank = Bank()
     runner = ToolRunner(bank.registry(), store=backend())
     approval_id = runner.call("pay", {"to": "ana", "cents": 5})["approval_id"]
     run_store_steps(runner.store, runner.approvals.require(approval_id, 2))
-    first = decide(runner, driver, "approve", approval_id, "alice")
+    first = driver(runner, "approve", approval_id, approver="alice")
     assert first["error"] == "approval_required" and first["approval_id"] == approval_id
-    again = decide(runner, driver, "approve", approval_id, "alice")  # twice: counts once
+    again = driver(runner, "approve", approval_id, approver="alice")  # twice: counts once
     assert again["error"] == "approval_required"
-    nobody = decide(runner, driver, "approve", approval_id, None)  # no name: counts nothing
+    nobody = driver(runner, "approve", approval_id, approver=None)  # no name: counts nothing
     assert nobody["error"] == "approval_required"
     assert bank.paid == [] and runner.approvals.get(approval_id)["state"] == "pending"
     assert [s["who"] for s in runner.approvals.get(approval_id)["signoffs"]] == ["alice"]
-    assert decide(runner, driver, "approve", approval_id, "bob")["ok"] is True
-    assert decide(runner, driver, "approve", approval_id, "carol")["replayed"] is True
+    assert driver(runner, "approve", approval_id, approver="bob")["ok"] is True
+    assert driver(runner, "approve", approval_id, approver="carol")["replayed"] is True
     assert bank.paid == [{"to": "ana", "cents": 5}]
     assert audit(runner.store) == [("sign_off", "alice"), ("approve", "bob")]
 
@@ -182,35 +169,37 @@ def _in_doubt(backend: Backend) -> tuple[Bank, ToolRunner, str]:
     return bank, runner, approval_id
 
 
-def test_asking_the_lookup_again_settles_a_payment_that_landed(backend: Backend) -> None:
+def test_asking_the_lookup_again_settles_a_payment_that_landed(backend: Backend,
+                                                               driver) -> None:
     bank, runner, approval_id = _in_doubt(backend)
-    assert runner.recheck(approval_id, approver="ops")["error"] == "outcome_unknown"  # still down
-    bank.answer = "done"
-    result = runner.recheck(approval_id, approver="ops")
+    assert driver(runner, "recheck", approval_id, approver="ops")["error"] == "outcome_unknown"
+    bank.answer = "done"  # (above: the lookup still down)
+    result = driver(runner, "recheck", approval_id, approver="ops")
     assert result["ok"] is True and result["data"] == "paid 5 to ana"
     assert runner.approve(approval_id)["data"] == "paid 5 to ana"  # the receipt is its result
     assert runner.store.key_entry(runner.approvals.get(approval_id)["key"]).state == "completed"
     assert len(bank.paid) == 1 and bank.lookups >= 3
     assert audit(runner.store)[-2:] == [("lookup", "ops"), ("lookup", "ops")]
-    assert runner.recheck(approval_id)["replayed"] is True  # settled: nothing asked again
+    assert driver(runner, "recheck", approval_id)["replayed"] is True  # settled: not asked again
     assert len(bank.paid) == 1
 
 
-def test_asking_the_lookup_again_frees_a_payment_that_did_not_land(backend: Backend) -> None:
+def test_asking_the_lookup_again_frees_a_payment_that_did_not_land(backend: Backend,
+                                                                   driver) -> None:
     bank, runner, approval_id = _in_doubt(backend)
     bank.answer = "not done"
-    result = runner.recheck(approval_id, approver="ops")
+    result = driver(runner, "recheck", approval_id, approver="ops")
     assert result["error"] == "transient_failure" and result["retryable"] is False
     key = runner.approvals.get(approval_id)["key"]
     assert runner.store.key_entry(key) is None  # the key is free
     assert len(bank.paid) == 1  # the handler never ran again
 
 
-def test_a_tool_without_a_lookup_stays_in_doubt(backend: Backend) -> None:
+def test_a_tool_without_a_lookup_stays_in_doubt(backend: Backend, driver) -> None:
     bank = Bank(lands_then_raises=True)
     runner = ToolRunner(bank.registry(with_lookup=False), store=backend())
     approval_id = runner.call("pay", {"to": "ana", "cents": 5})["approval_id"]
     assert runner.approve(approval_id, approver="alice")["error"] == "outcome_unknown"
-    assert runner.recheck(approval_id, approver="ops")["error"] == "outcome_unknown"
+    assert driver(runner, "recheck", approval_id, approver="ops")["error"] == "outcome_unknown"
     assert len(bank.paid) == 1 and bank.lookups == 0
-    assert runner.recheck("apr-unknown")["error"] == "forbidden"
+    assert driver(runner, "recheck", "apr-unknown")["error"] == "forbidden"

@@ -97,6 +97,7 @@ async def use_the_async_api(
     assert_type(answer, dict[str, Any])
     assert_type(await runner.aapprove("no-such-approval"), dict[str, Any])
     assert_type(await runner.adeny("no-such-approval"), dict[str, Any])
+    assert_type(await runner.arecheck("no-such-approval", approver="ops"), dict[str, Any])
 
 
 def save_keyed(note: str) -> str:
