@@ -263,9 +263,10 @@ def build_parser() -> argparse.ArgumentParser:
             "one: its lease passed, its owner gone, or its outcome unknown; a live claim, a "
             "completed or an unknown key is refused), 'purge' the completed keys and settled "
             "approvals past retention (never a claim, never a pending approval), 'copy' its "
-            "keys and approvals into another store (--to URL) so that a write asked again "
-            "there replays instead of running again (refused while a claim is open or if the "
-            "store changes during the copy: stop the workers first). Plain text, or one JSON "
+            "keys, approvals and audit log into another store (--to URL) so that a write "
+            "asked again there replays instead of running again (refused while a claim is "
+            "open, if the store changes during the copy: stop the workers first, or if the "
+            "target's audit log is one of its own). Plain text, or one JSON "
             "document with --json. Exit status 0 done, 1 no such key (show), 2 refused or an "
             "unusable path, URL or store (one line on stderr)."
         ),

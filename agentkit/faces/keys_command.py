@@ -155,14 +155,17 @@ def copy_keys(source: OperableStore, target: OperableStore, *, source_name: str,
     if as_json:
         out.write(_json({"from": source_name, "to": target_name, "keys": copied.keys,
                          "keys_present": copied.keys_present, "approvals": copied.approvals,
-                         "approvals_present": copied.approvals_present}) + "\n")
+                         "approvals_present": copied.approvals_present,
+                         "audit": copied.audit, "audit_present": copied.audit_present}) + "\n")
         return 0
-    out.write(f"copied {copied.keys} key{'s' if copied.keys != 1 else ''} and {copied.approvals}"
-              f" approval{'s' if copied.approvals != 1 else ''} from {source_name} to"
-              f" {target_name}")
-    if copied.keys_present or copied.approvals_present:
-        out.write(f" ({copied.keys_present} keys and {copied.approvals_present} approvals were"
-                  " there already and were left as they are)")
+    out.write(f"copied {copied.keys} key{'s' if copied.keys != 1 else ''},"
+              f" {copied.approvals} approval{'s' if copied.approvals != 1 else ''} and"
+              f" {copied.audit} audit entr{'y' if copied.audit == 1 else 'ies'} from"
+              f" {source_name} to {target_name}")
+    if copied.keys_present or copied.approvals_present or copied.audit_present:
+        out.write(f" ({copied.keys_present} keys, {copied.approvals_present} approvals and"
+                  f" {copied.audit_present} audit entries were there already and were left"
+                  " as they are)")
     out.write("\n")
     return 0
 

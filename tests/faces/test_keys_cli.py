@@ -26,6 +26,7 @@ from test_stores import WAIT, PgSchema, free_port, pg_dsn
 
 from agentkit import ToolRegistry, ToolRunner, ToolSpec, open_store
 from agentkit.faces import cli
+from agentkit.policy.stores.audit import export_lines, verify_lines
 
 DAY = 86_400.0
 PASSWORD = "s3cret-pw"
@@ -204,12 +205,19 @@ def test_copy_into_a_new_sqlite_file(filled: tuple[Path, Tickets], tmp_path: Pat
     path, tickets = filled
     mark_stale(path, "unknown-write")  # as the runner leaves it: a live claim is not copied
     target = tmp_path / "moved" / "new.sqlite3"
+    with open_store(f"sqlite:///{path}") as store:  # one entry in its audit log
+        store.append_audit({"action": "note", "who": "ops", "note": "before the move"})
     out = run(["keys", "copy", "--store", str(path), "--to", f"sqlite:///{target}"], capsys)
-    assert out == f"copied 2 keys and 1 approval from {path} to sqlite:///{target}\n"
+    assert out == (f"copied 2 keys, 1 approval and 1 audit entry from {path} to"
+                   f" sqlite:///{target}\n")
     again = json.loads(run(["keys", "copy", "--store", str(path), "--to",
                             f"sqlite:///{target}", "--json"], capsys))
     assert (again["keys"], again["keys_present"], again["approvals"],
-            again["approvals_present"]) == (0, 2, 0, 1)
+            again["approvals_present"], again["audit"], again["audit_present"]) == (
+                0, 2, 0, 1, 0, 1)
+    with open_store(f"sqlite:///{target}") as moved:  # the same chain: it verifies there
+        assert [json.loads(e)["note"] for e in moved.audit_entries()] == ["before the move"]
+        assert verify_lines(export_lines(moved.audit_entries(), 0.0, None)) == 1
     with open_store(f"sqlite:///{target}") as store:
         runner = ToolRunner(tickets.registry(), store=store)
         replay = runner.call("create_ticket", {"request_id": "r-1", "title": "Printer"})
@@ -241,7 +249,7 @@ def test_copy_from_sqlite_to_postgresql_does_not_run_a_write_again(
         assert tickets.calls == 1
         out = run(["keys", "copy", "--store", f"sqlite:///{tmp_path / 'service.sqlite3'}",
                    "--to", url], capsys)
-        assert out.startswith("copied 1 key and 1 approval from sqlite:///")
+        assert out.startswith("copied 1 key, 1 approval and 0 audit entries from sqlite:///")
         with open_store(url) as pg_store:
             runner = ToolRunner(tickets.registry(), store=pg_store)
             again = runner.call("create_ticket", {"request_id": "r-1", "title": "Printer"})
@@ -472,7 +480,7 @@ def test_a_copy_while_a_worker_writes_is_refused_and_no_intent_writes_twice(
                 worker.join(WAIT)
         assert answers[0]["ok"] and tickets.calls == 6
         out = run(["keys", "copy", "--store", source_url, "--to", target_url], capsys)
-        assert out.startswith("copied 6 keys and 0 approvals from sqlite:///")
+        assert out.startswith("copied 6 keys, 0 approvals and 0 audit entries from sqlite:///")
         with open_store(target_url) as pg_store:  # the switch: every intent asked again
             runner = ToolRunner(tickets.registry(), store=pg_store)
             for intent in intents:

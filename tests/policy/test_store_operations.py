@@ -10,6 +10,7 @@ PostgreSQL rows are aged in place, since the database's clock cannot be moved).
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import sqlite3
 import threading
@@ -33,6 +34,13 @@ from agentkit.policy.stores import (
     SQLiteIdempotencyStore,
     copy_store,
     operations,
+)
+from agentkit.policy.stores.audit import (
+    export_lines,
+    load_public_key,
+    load_signer,
+    new_signing_key,
+    verify_lines,
 )
 
 DAY = 86_400.0
@@ -548,6 +556,80 @@ def test_copy_moves_keys_and_approvals_so_nothing_runs_again(
             source.key_entry("done").updated_at, abs=1e-3)
     finally:
         other.close()
+
+
+@pytest.mark.parametrize("target_kind", ["memory", "sqlite", "postgres"])
+def test_copy_moves_the_audit_log_as_one_chain_that_still_verifies(
+    backend: Backend, target_kind: str, tmp_path: Path
+) -> None:
+    """The audit log goes with the keys, each entry as it is (signed ones too): the target's
+    log verifies with the same public key; a copy made again adds only what came after."""
+    pytest.importorskip("cryptography")
+    private, public = new_signing_key()
+    (tmp_path / "key.pem").write_bytes(private)
+    (tmp_path / "key.pub").write_bytes(public)
+    source = backend(TINY_TTL)
+    signer = source.audit_signer = load_signer(tmp_path / "key.pem")
+    for n in range(3):
+        source.append_audit({"action": "note", "who": "ops", "n": n})
+    other = Backend(target_kind, tmp_path / "target")
+    try:
+        target = other(TINY_TTL)
+        copied = copy_store(source, target)
+        assert (copied.audit, copied.audit_present) == (3, 0)
+        assert list(target.audit_entries()) == list(source.audit_entries())
+        assert verify_lines(export_lines(target.audit_entries(), 1.0e9, signer),
+                            load_public_key(tmp_path / "key.pub")) == 3
+        source.append_audit({"action": "note", "who": "ops", "n": 3})
+        again = copy_store(source, target)
+        assert (again.audit, again.audit_present) == (1, 3)
+        assert [json.loads(e)["n"] for e in target.audit_entries()] == [0, 1, 2, 3]
+        assert (copy_store(source, target).audit, copy_store(source, target).audit_present) == (
+            0, 4)
+    finally:
+        other.close()
+
+
+def test_a_target_with_an_audit_log_of_its_own_is_refused_before_anything_is_written(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """Two logs cannot be made one chain: the copy is refused, and the target keeps exactly
+    what it held (no key, no approval, no entry of the source's)."""
+    source = backend(TINY_TTL)
+    assert source.run_once("done", Op(OK), "fp") == OK
+    source.append_audit({"action": "note", "who": "ops", "where": "source"})
+    target = Backend("sqlite", tmp_path / "target")(TINY_TTL)
+    try:
+        target.append_audit({"action": "note", "who": "ops", "where": "target"})
+        with pytest.raises(operations.CopyRefused, match="audit log has 1 entry of its own"):
+            copy_store(source, target)
+        assert target.key_entry("done") is None and target.approval_page() == []
+        assert [json.loads(e)["where"] for e in target.audit_entries()] == ["target"]
+        # a log that is longer than the source's is the target's own too
+        source_only = Backend("sqlite", tmp_path / "third")(TINY_TTL)
+        with pytest.raises(operations.CopyRefused, match="of its own"):
+            copy_store(source_only, target)
+        source_only.close()
+    finally:
+        target.close()
+
+
+def test_audit_entries_that_do_not_follow_on_are_not_appended(backend: Backend,
+                                                               tmp_path: Path) -> None:
+    """``add_audit`` checks the whole batch against the log's last entry before it writes:
+    a gap, a wrong number or a broken link appends nothing."""
+    other = Backend("sqlite", tmp_path / "donor")
+    donor, store = other(), backend()
+    for n in range(3):
+        donor.append_audit({"action": "note", "who": "ops", "n": n})
+    entries = donor.audit_page(0, 10)
+    for bad in ([entries[1]], [entries[0], entries[2]], [(1, entries[1][1])]):
+        with pytest.raises(operations.CopyRefused, match="does not follow"):
+            store.add_audit(bad)
+        assert list(store.audit_entries()) == []
+    assert store.add_audit(entries) == 3 and store.add_audit([]) == 0
+    assert verify_lines(export_lines(store.audit_entries(), 1.0e9, None)) == 3
+    other.close()
 
 
 def test_an_entry_is_a_result_or_a_claim(backend: Backend) -> None:

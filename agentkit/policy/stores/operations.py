@@ -38,6 +38,9 @@ Copying
     :func:`copy_store` copies every key (completed results and claims, with their owners and
     leases as they are) and every approval record (in creation order) that the target does
     not hold yet; a key or approval the target holds already is left as the target has it.
+    The audit log follows, its entries as they are (:meth:`OperableStore.add_audit`): the
+    target's log is then the same chain, and a copy made again adds only what came after.
+    A target whose log is its own is refused before anything is written.
     Switching a service from SQLite to PostgreSQL is: stop it, copy, start it on the new
     store; a write asked again then replays instead of running again.
 
@@ -75,6 +78,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentkit.policy.stores.algorithm import Claim, StoreBase, claim_owner, let_go
+from agentkit.policy.stores.audit import AUDIT_LOCK, GENESIS
 
 __all__ = [
     "DEFAULT_RETENTION_SECONDS",
@@ -171,6 +175,9 @@ class Copied:
     keys_present: int
     approvals: int
     approvals_present: int
+    #: audit entries copied, and those the target's log held already (the same entries)
+    audit: int = 0
+    audit_present: int = 0
 
 
 class CopyRefused(Exception):
@@ -263,6 +270,31 @@ class OperableStore(StoreBase):
         """Up to ``limit`` audit entries numbered after ``after``, in order, each as (its
         number, its stored JSON text) (:mod:`~agentkit.policy.stores.audit`)."""
         raise NotImplementedError  # pragma: no cover - abstract
+
+    def add_audit(self, entries: list[tuple[int, str]]) -> int:
+        """Append audit entries made elsewhere (another store's, as :meth:`audit_page` gives
+        them: number and stored text), as they are, in one atomic section: each must come
+        right after the log's last entry, numbered next and chained to its hash, so the log
+        stays one chain that verifies (signatures included). Returns how many; raises
+        :class:`CopyRefused` (nothing appended) for an entry that does not follow on."""
+        if not entries:
+            return 0
+        with self.transaction(write=True, full_sync=True) as tx:
+            tx.lock(AUDIT_LOCK)
+            tail = tx.audit_tail()
+            last, prev = (0, GENESIS) if tail is None else tail
+            hashes = []
+            for number, text in entries:  # all checked before any is written
+                entry = json.loads(text)
+                if number != last + 1 or entry.get("seq") != number or entry.get("prev") != prev:
+                    raise CopyRefused(
+                        f"audit entry {number} does not follow the target's entry {last}:"
+                        " the two logs are not one chain; nothing of this batch was appended")
+                last, prev = number, str(entry["hash"])
+                hashes.append(prev)
+            for (number, text), digest in zip(entries, hashes, strict=True):
+                tx.insert_audit(number, digest, text)
+        return len(entries)
 
     # ---- the operations
 
@@ -438,14 +470,16 @@ def expired_before(record: str, before: float) -> bool:
 
 
 def copy_store(source: OperableStore, target: OperableStore, *, batch: int = 1000) -> Copied:
-    """Copy every key and approval of ``source`` that ``target`` does not hold (see the
-    module docstring); ``source`` is left as it is. Raises :class:`CopyRefused` (the store
-    onto itself, open claims in the source: nothing written; a source that changed during
-    the copy) and ``StoreError``."""
+    """Copy every key and approval of ``source`` that ``target`` does not hold, then the
+    audit entries after those ``target`` holds (see the module docstring); ``source`` is
+    left as it is. Raises :class:`CopyRefused` (the store onto itself, open claims in the
+    source, a target whose audit log is its own: nothing written; a source that changed
+    during the copy) and ``StoreError``."""
     if source is target or source.identity() == target.identity():
         raise CopyRefused("the target is the source itself (the same store): nothing to copy;"
                           " give --to the new store")
     target.key_page(None, 1)  # a target that cannot be used fails before anything is read
+    audit_present = _audit_in_common(source, target)
     survey = _survey(source, batch)
     if survey.open_claims:
         count = survey.open_claims
@@ -469,10 +503,20 @@ def copy_store(source: OperableStore, target: OperableStore, *, batch: int = 100
     approvals_added = 0
     for part in _chunks(iter(approvals), batch):
         approvals_added += target.add_approvals(part)
+    audit = 0
+    after_entry = audit_present
+    while True:  # the entries after those the target holds, a page at a time
+        page = source.audit_page(after_entry, batch)
+        audit += target.add_audit(page)
+        if len(page) < batch:
+            break
+        after_entry = page[-1][0]
     after = _survey(source, batch)
-    if (after.key_batches, after.approvals) != (survey.key_batches, survey.approvals):
+    if (after.key_batches, after.approvals, after.audit) != (
+            survey.key_batches, survey.approvals, survey.audit):
         _changed(keys, approvals_added)
-    return Copied(keys, present, approvals_added, len(approvals) - approvals_added)
+    return Copied(keys, present, approvals_added, len(approvals) - approvals_added, audit,
+                  audit_present)
 
 
 @dataclass(frozen=True)
@@ -480,6 +524,7 @@ class _Survey:
     open_claims: int
     key_batches: list[str]  # a digest of each batch of keys, in key order
     approvals: str  # a digest of every approval record
+    audit: tuple[int, str] | None  # the audit log's last entry: its number and stored text
 
 
 def _survey(store: OperableStore, batch: int) -> _Survey:
@@ -492,7 +537,44 @@ def _survey(store: OperableStore, batch: int) -> _Survey:
         digests.append(_digest(chunk))
         open_claims += sum(1 for entry in chunk
                            if entry.claim is not None and not store.claim_is_stale(entry.claim, now))
-    return _Survey(open_claims, digests, _digest(store.approval_page()))
+    return _Survey(open_claims, digests, _digest(store.approval_page()), _audit_tail(store))
+
+
+def _audit_tail(store: OperableStore) -> tuple[int, str] | None:
+    """The audit log's last entry (its number and stored text), or None when it is empty."""
+    last: tuple[int, str] | None = None
+    after = 0
+    while True:
+        page = store.audit_page(after, 1000)
+        if page:
+            last = page[-1]
+            after = last[0]
+        if len(page) < 1000:
+            return last
+
+
+def _audit_in_common(source: OperableStore, target: OperableStore) -> int:
+    """How many audit entries the target holds of the source's log: all of its own, when
+    its log is the start of the source's (empty, or a copy made before: its last entry is
+    the source's entry of that number, and the chain makes every earlier one the same too).
+    A target whose log is its own raises :class:`CopyRefused`, before anything is written:
+    two logs cannot be made one chain, and the source's would be lost in the move."""
+    tail = _audit_tail(target)
+    if tail is None:
+        return 0
+    number, text = tail
+    theirs = source.audit_page(number - 1, 1)
+    if theirs and theirs[0][0] == number and _hash_of(theirs[0][1]) == _hash_of(text):
+        return number
+    raise CopyRefused(
+        f"the target's audit log has {number} entr{'y' if number == 1 else 'ies'} of its own"
+        " that are not the start of the source's: the two logs cannot be one chain, and the"
+        " source's would be lost in the move; nothing was copied (copy into a store that"
+        " has not been used yet)")
+
+
+def _hash_of(text: str) -> Any:
+    return json.loads(text).get("hash")
 
 
 def _digest(records: list[Any]) -> str:
