@@ -142,6 +142,28 @@ def test_a_source_that_changes_while_the_copy_writes_is_refused(
     assert target.run_once("z", late, "fp")["replayed"] is True and late.calls == 1
 
 
+def test_a_source_whose_audit_log_grows_during_the_copy_is_refused(
+    backend: Backend, target_backend: Backend,
+) -> None:
+    """A person's release or a purge on the source while its entries are copied (a worker
+    still on it): refused; copying again once it is quiet adds the rest, one chain."""
+    source, target = backend(), target_backend()
+    source.append_audit({"action": "note", "who": "ops", "n": 1})
+    add_audit = target.add_audit
+
+    def a_person_acts_meanwhile(entries: list[tuple[int, str]]) -> int:
+        source.append_audit({"action": "note", "who": "ops", "n": 2})
+        target.add_audit = add_audit  # once
+        return add_audit(entries)
+
+    target.add_audit = a_person_acts_meanwhile
+    with pytest.raises(CopyRefused, match="changed during the copy"):
+        copy_store(source, target)
+    copied = copy_store(source, target)
+    assert (copied.audit, copied.audit_present) == (1, 1)
+    assert list(target.audit_entries()) == list(source.audit_entries())
+
+
 def test_a_store_is_never_copied_onto_itself(backend: Backend) -> None:
     store = backend()
     op = Op(OK)
