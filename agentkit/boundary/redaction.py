@@ -290,11 +290,11 @@ def _quote_level(text: str, index: int) -> int | None:
     return None
 
 
-
 def _names_a_header(lowered: str, pair: re.Match[str]) -> bool:
     """Whether the secret's name matched by ``pair`` is an ``Authorization`` header's
     (``Authorization``, ``Proxy-Authorization``): its value opens with a scheme word."""
     return "authorization" in lowered[pair.start("name"):pair.end("name")]
+
 
 class _ValueScan:
     """Finds where each value ends, remembering what it measured so that values that share

@@ -2,8 +2,9 @@
 
 A worker asks for a write, the write lands, and the worker is killed before the store records
 its result. A new runner on the same durable store finds the dead worker's claim (or, for one
-transaction on SQLite, nothing at all), and what it can do depends on what the tool gives it. Each way is one tool here, and :data:`WAYS` names
-them (with the mistake that shows why the key matters):
+transaction on SQLite, nothing at all), and what it can do depends on what the tool gives
+it. Each way is one tool here, and :data:`WAYS` names them (with the mistake that shows why
+the key matters):
 
 - ``status_lookup``: ``send_payment`` charges with its ``payment_id`` as a reference, and a
   status lookup of its own asks the payment service for that reference: the payment is found,

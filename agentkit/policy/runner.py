@@ -199,8 +199,9 @@ class ToolRunner:
         between the host's ``await`` and the driver's loop: it is awaited, made a task,
         gathered and cancelled as any coroutine, and nothing runs until it is awaited (only
         the call id is taken when it is made).
-        (So, as with ``aapprove``, ``adeny`` and ``arecheck``, ``inspect.iscoroutinefunction`` says False
-        for it; ``inspect.iscoroutine`` says True for what it returns.)
+        (So, as with ``aapprove``, ``adeny`` and ``arecheck``,
+        ``inspect.iscoroutinefunction`` says False for it; ``inspect.iscoroutine`` says True
+        for what it returns.)
         """
         call_id = call_id if isinstance(call_id, str) and call_id else new_call_id()
         return self._async_driver.drive(self._policy.call(name, arguments, call_id))

@@ -524,7 +524,7 @@ class _Survey:
     open_claims: int
     key_batches: list[str]  # a digest of each batch of keys, in key order
     approvals: str  # a digest of every approval record
-    audit: tuple[int, str] | None  # the audit log's last entry: its number and stored text
+    audit: tuple[int, str] | None  # the audit log's last entry: its number and hash
 
 
 def _survey(store: OperableStore, batch: int) -> _Survey:
@@ -541,16 +541,9 @@ def _survey(store: OperableStore, batch: int) -> _Survey:
 
 
 def _audit_tail(store: OperableStore) -> tuple[int, str] | None:
-    """The audit log's last entry (its number and stored text), or None when it is empty."""
-    last: tuple[int, str] | None = None
-    after = 0
-    while True:
-        page = store.audit_page(after, 1000)
-        if page:
-            last = page[-1]
-            after = last[0]
-        if len(page) < 1000:
-            return last
+    """The audit log's last entry (its number and hash), or None when it is empty."""
+    with store.transaction(write=False) as tx:
+        return tx.audit_tail()
 
 
 def _audit_in_common(source: OperableStore, target: OperableStore) -> int:
@@ -562,19 +555,15 @@ def _audit_in_common(source: OperableStore, target: OperableStore) -> int:
     tail = _audit_tail(target)
     if tail is None:
         return 0
-    number, text = tail
+    number, digest = tail
     theirs = source.audit_page(number - 1, 1)
-    if theirs and theirs[0][0] == number and _hash_of(theirs[0][1]) == _hash_of(text):
+    if theirs and theirs[0][0] == number and json.loads(theirs[0][1]).get("hash") == digest:
         return number
     raise CopyRefused(
         f"the target's audit log has {number} entr{'y' if number == 1 else 'ies'} of its own"
         " that are not the start of the source's: the two logs cannot be one chain, and the"
         " source's would be lost in the move; nothing was copied (copy into a store that"
         " has not been used yet)")
-
-
-def _hash_of(text: str) -> Any:
-    return json.loads(text).get("hash")
 
 
 def _digest(records: list[Any]) -> str:
