@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +21,11 @@ import pytest
 mcp = pytest.importorskip("mcp")
 
 from mcp import Client, types
+from test_mcp import World  # tests/ is on sys.path (pytest rootdir-relative import)
 
 from agentkit import ToolRegistry, ToolRunner, ToolSpec, current_call
 from agentkit.demo import faults
 from agentkit.demo.tools import make_demo_registry, outbox_lines
-from agentkit.faces import cli
 from agentkit.faces.mcp import make_server
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -60,29 +59,6 @@ class Heard:
         return [str(p.data) for p in self.logs if logger is None or p.logger == logger]
 
 
-class Demo:
-    """The demo tools behind a runner and an MCP server, each handler counted."""
-
-    def __init__(self, root: Path, wrap: dict[str, Callable[[Any], faults.Fault]] | None = None,
-                 approvals: str = "cli") -> None:
-        self.root = root
-        self.counters: dict[str, faults.Fault] = {}
-        wrappers = wrap or {}
-
-        def counted(name: str, handler: Any) -> Any:
-            self.counters[name] = wrappers.get(name, faults.count_calls)(handler)
-            return self.counters[name]
-
-        base = cli.workspace_runner(root)
-        registry = make_demo_registry(root / "files", wrap=counted)
-        self.runner = ToolRunner(registry, store=base.store, context=base.context,
-                                 sleep=lambda seconds: None)
-        self.server = make_server(self.runner, secret=b"s" * 32, approvals=approvals)  # type: ignore[arg-type]
-
-    def calls(self, name: str) -> int:
-        return self.counters[name].calls
-
-
 def call(server: Any, heard: Heard, name: str, arguments: dict[str, Any], *,
          level: str | None = None, **options: Any) -> types.CallToolResult:
     async def go() -> types.CallToolResult:
@@ -99,7 +75,8 @@ def call(server: Any, heard: Heard, name: str, arguments: dict[str, Any], *,
 
 
 def test_a_retry_is_told_as_it_happens(tmp_path: Path) -> None:
-    demo = Demo(tmp_path, wrap={"search_local_sources": lambda fn: faults.fail_times(fn, 2)})
+    demo = World(tmp_path, wrap={"search_local_sources": lambda fn: faults.fail_times(fn, 2)},
+                 approvals="cli")
     heard = Heard()
     result = call(demo.server, heard, "search_local_sources", {"query": "retry"})
     assert result.structured_content is not None and result.structured_content["attempts"] == 3
@@ -116,7 +93,8 @@ def test_a_retry_is_told_as_it_happens(tmp_path: Path) -> None:
 
 def test_a_status_lookup_asked_is_told(tmp_path: Path) -> None:
     """The write lands, its answer is lost: the lookup is asked, and the client told."""
-    demo = Demo(tmp_path, wrap={"save_brief": lambda fn: faults.fail_times(fn, 1, after_call=True)})
+    demo = World(tmp_path, wrap={"save_brief": lambda fn: faults.fail_times(fn, 1, after_call=True)},
+                 approvals="cli")
     heard = Heard()
     arguments = {"path": "briefs/a.md", "content": "# Brief\n"}
     spec = demo.runner.registry.get("save_brief")
@@ -133,7 +111,7 @@ def test_a_status_lookup_asked_is_told(tmp_path: Path) -> None:
 
 
 def test_an_approval_asked_is_told_and_the_person_is_waited_for(tmp_path: Path) -> None:
-    demo = Demo(tmp_path)
+    demo = World(tmp_path, approvals="cli")
     heard = Heard()
     result = call(demo.server, heard, "send_message", MESSAGE)
     assert result.structured_content is not None
@@ -145,7 +123,7 @@ def test_an_approval_asked_is_told_and_the_person_is_waited_for(tmp_path: Path) 
 
 
 def test_with_elicitation_the_waiting_is_told_before_the_question(tmp_path: Path) -> None:
-    demo = Demo(tmp_path, approvals="elicit")
+    demo = World(tmp_path)
     heard = Heard()
     told_before: list[int] = []
 
