@@ -286,10 +286,9 @@ def load_signer(path: str | os.PathLike[str]) -> Signer:
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"{os.fspath(path)}: not an unencrypted PEM private key"
-                         f" ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        raise _unreadable(path, "an unencrypted PEM private key", exc) from None
     if not isinstance(key, Ed25519PrivateKey):
-        raise ValueError(f"{os.fspath(path)}: not an Ed25519 key (a {type(key).__name__})")
+        raise _not_ed25519(path, key)
     return _Ed25519Signer(key)
 
 
@@ -310,11 +309,20 @@ def load_public_key(path: str | os.PathLike[str]) -> Verifier:
         else:
             key = serialization.load_pem_public_key(data)
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"{os.fspath(path)}: not a PEM public key"
-                         f" ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        raise _unreadable(path, "a PEM public key", exc) from None
     if not isinstance(key, Ed25519PublicKey):
-        raise ValueError(f"{os.fspath(path)}: not an Ed25519 key (a {type(key).__name__})")
+        raise _not_ed25519(path, key)
     return _Ed25519Verifier(key)
+
+
+def _unreadable(path: str | os.PathLike[str], wanted: str, exc: Exception) -> ValueError:
+    """One line naming the file, what it should hold, and the first line of why not."""
+    why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return ValueError(f"{os.fspath(path)}: not {wanted} ({why})")
+
+
+def _not_ed25519(path: str | os.PathLike[str], key: Any) -> ValueError:
+    return ValueError(f"{os.fspath(path)}: not an Ed25519 key (a {type(key).__name__})")
 
 
 def new_signing_key() -> tuple[bytes, bytes]:
